@@ -1,0 +1,155 @@
+//! DataFusion's view of a Petrel catalog: `<catalog>.<namespace>.<table>`.
+//!
+//! Table names may carry a time-travel suffix written by [`crate::rewrite_time_travel`]
+//! (`name@@version=…`, `name@@ref=…`, `name@@timestamp=…`); the schema provider resolves it
+//! to a provider reading that snapshot. DataFusion's listing calls are synchronous; they wait
+//! for the asynchronous catalog without blocking the runtime's other work.
+
+use std::any::Any;
+use std::future::Future;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
+use datafusion::error::{DataFusionError, Result as DFResult};
+
+use super::{Catalog, Namespace, TableIdent};
+use crate::error::Error;
+use crate::plan::ScanPlanner;
+use crate::provider::IcebergTableProvider;
+use crate::time_travel::split_time_travel;
+
+/// A Petrel [`Catalog`] as a DataFusion catalog.
+#[derive(Debug, Clone)]
+pub struct IcebergCatalogProvider {
+    catalog: Arc<dyn Catalog>,
+    planner: Arc<ScanPlanner>,
+}
+
+impl IcebergCatalogProvider {
+    /// Exposes `catalog`, planning scans with a fresh manifest cache.
+    pub fn new(catalog: Arc<dyn Catalog>) -> Self {
+        Self::with_planner(catalog, Arc::new(ScanPlanner::default()))
+    }
+
+    /// Exposes `catalog`, planning with `planner` (share one planner, and so one manifest
+    /// cache, across catalogs and sessions).
+    pub fn with_planner(catalog: Arc<dyn Catalog>, planner: Arc<ScanPlanner>) -> Self {
+        Self { catalog, planner }
+    }
+
+    /// The wrapped catalog.
+    pub fn catalog(&self) -> &Arc<dyn Catalog> {
+        &self.catalog
+    }
+}
+
+/// Runs a catalog future from DataFusion's synchronous listing calls (`None` if no runtime
+/// could run it).
+fn wait<F>(future: F) -> Option<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            Some(tokio::task::block_in_place(|| handle.block_on(future)))
+        }
+        _ => std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .ok()
+                        .map(|rt| rt.block_on(future))
+                })
+                .join()
+                .ok()
+                .flatten()
+        }),
+    }
+}
+
+impl CatalogProvider for IcebergCatalogProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn schema_names(&self) -> Vec<String> {
+        match wait(self.catalog.list_namespaces()) {
+            Some(Ok(namespaces)) => namespaces.iter().map(Namespace::dotted).collect(),
+            Some(Err(e)) => {
+                log::warn!("listing namespaces failed: {e}");
+                Vec::new()
+            }
+            None => {
+                log::warn!("listing namespaces failed: no runtime to run the catalog call");
+                Vec::new()
+            }
+        }
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        let namespace = Namespace::from_dotted(name);
+        let exists = wait(self.catalog.list_namespaces())
+            .and_then(Result::ok)
+            .is_some_and(|all| all.contains(&namespace));
+        exists.then(|| {
+            Arc::new(IcebergSchemaProvider {
+                catalog: Arc::clone(&self.catalog),
+                namespace,
+                planner: Arc::clone(&self.planner),
+            }) as Arc<dyn SchemaProvider>
+        })
+    }
+}
+
+/// One namespace of a Petrel catalog as a DataFusion schema.
+#[derive(Debug)]
+pub struct IcebergSchemaProvider {
+    catalog: Arc<dyn Catalog>,
+    namespace: Namespace,
+    planner: Arc<ScanPlanner>,
+}
+
+#[async_trait]
+impl SchemaProvider for IcebergSchemaProvider {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn table_names(&self) -> Vec<String> {
+        match wait(self.catalog.list_tables(&self.namespace)) {
+            Some(Ok(tables)) => tables.into_iter().map(|t| t.name).collect(),
+            Some(Err(e)) => {
+                log::warn!("listing tables of {} failed: {e}", self.namespace);
+                Vec::new()
+            }
+            None => {
+                log::warn!("listing tables of {} failed: no runtime", self.namespace);
+                Vec::new()
+            }
+        }
+    }
+
+    async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let (name, selector) = split_time_travel(name).map_err(DataFusionError::from)?;
+        let ident = TableIdent::new(self.namespace.clone(), name);
+        let table = match self.catalog.load_table(&ident).await {
+            Ok(table) => table,
+            Err(Error::NotFound(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let provider = IcebergTableProvider::try_new(table, selector, Arc::clone(&self.planner))?;
+        Ok(Some(Arc::new(provider)))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        let Ok((name, _)) = split_time_travel(name) else {
+            return false;
+        };
+        let ident = TableIdent::new(self.namespace.clone(), name);
+        matches!(wait(self.catalog.load_table(&ident)), Some(Ok(_)))
+    }
+}

@@ -1,0 +1,170 @@
+//! Matching delete files to data files, following the Iceberg spec (v2 and v3):
+//!
+//! - a position delete file applies when the data file's data sequence number ≤ its own and
+//!   both share spec and partition, or when it names the data file (`referenced_data_file`,
+//!   or equal lower/upper bounds of its `file_path` column);
+//! - a deletion vector applies to its one referenced data file (same sequence rule), and
+//!   supersedes position delete files for that file;
+//! - an equality delete file applies when the data file's data sequence number < its own, in
+//!   the same partition, or everywhere when its spec is unpartitioned (global).
+
+use std::collections::HashMap;
+
+use iceberg::spec::{
+    DataContentType, DataFile, ManifestEntry, PartitionSpec, PrimitiveLiteral, Struct,
+};
+
+use crate::io::normalize_location;
+use crate::plan::{DeleteFileRef, DeleteKind};
+
+/// Field id of the `file_path` column of position delete files.
+const POS_FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
+
+#[derive(Debug, Clone)]
+struct Indexed {
+    delete: DeleteFileRef,
+    sequence_number: i64,
+}
+
+/// The delete files of a snapshot, indexed for matching against data files.
+#[derive(Debug, Default)]
+pub struct DeleteFileIndex {
+    by_partition_pos: HashMap<(i32, Struct), Vec<Indexed>>,
+    by_data_file_pos: HashMap<String, Vec<Indexed>>,
+    deletion_vectors: HashMap<String, Vec<Indexed>>,
+    global_eq: Vec<Indexed>,
+    by_partition_eq: HashMap<(i32, Struct), Vec<Indexed>>,
+    count: usize,
+}
+
+impl DeleteFileIndex {
+    /// Number of delete files indexed.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether no delete file is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Adds a live delete-manifest entry with its (inherited) data sequence number.
+    pub fn add(&mut self, entry: &ManifestEntry, sequence_number: i64, spec: &PartitionSpec) {
+        let file = entry.data_file();
+        let format = format!("{:?}", file.file_format()).to_uppercase();
+        let base = |kind: DeleteKind| Indexed {
+            delete: DeleteFileRef {
+                path: file.file_path().to_string(),
+                format: format.clone(),
+                kind,
+                record_count: file.record_count(),
+                file_size: file.file_size_in_bytes(),
+                sequence_number,
+            },
+            sequence_number,
+        };
+        match file.content_type() {
+            DataContentType::Data => return,
+            DataContentType::PositionDeletes => {
+                if let (Some(offset), Some(length), Some(target)) = (
+                    file.content_offset(),
+                    file.content_size_in_bytes(),
+                    file.referenced_data_file(),
+                ) {
+                    let kind = DeleteKind::DeletionVector {
+                        offset: offset.max(0) as u64,
+                        length: length.max(0) as u64,
+                    };
+                    self.deletion_vectors
+                        .entry(normalize_location(&target))
+                        .or_default()
+                        .push(base(kind));
+                } else if let Some(target) = referenced_file(file) {
+                    self.by_data_file_pos
+                        .entry(normalize_location(&target))
+                        .or_default()
+                        .push(base(DeleteKind::Position));
+                } else {
+                    self.by_partition_pos
+                        .entry((spec.spec_id(), file.partition().clone()))
+                        .or_default()
+                        .push(base(DeleteKind::Position));
+                }
+            }
+            DataContentType::EqualityDeletes => {
+                let kind = DeleteKind::Equality {
+                    field_ids: file.equality_ids().unwrap_or_default(),
+                };
+                if spec.is_unpartitioned() {
+                    self.global_eq.push(base(kind));
+                } else {
+                    self.by_partition_eq
+                        .entry((spec.spec_id(), file.partition().clone()))
+                        .or_default()
+                        .push(base(kind));
+                }
+            }
+        }
+        self.count += 1;
+    }
+
+    /// The delete files that apply to `data` (a data file of spec `spec_id` with data
+    /// sequence number `sequence_number`).
+    pub fn deletes_for(
+        &self,
+        data: &DataFile,
+        spec_id: i32,
+        sequence_number: i64,
+    ) -> Vec<DeleteFileRef> {
+        if self.count == 0 {
+            return Vec::new();
+        }
+        let path = normalize_location(data.file_path());
+        let key = (spec_id, data.partition().clone());
+        let mut out = Vec::new();
+        let positional = |d: &&Indexed| sequence_number <= d.sequence_number;
+        let equality = |d: &&Indexed| sequence_number < d.sequence_number;
+
+        let dvs: Vec<&Indexed> = self
+            .deletion_vectors
+            .get(&path)
+            .map(|v| v.iter().filter(positional).collect())
+            .unwrap_or_default();
+        if dvs.is_empty() {
+            for list in [
+                self.by_data_file_pos.get(&path),
+                self.by_partition_pos.get(&key),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                out.extend(list.iter().filter(positional).map(|d| d.delete.clone()));
+            }
+        } else {
+            out.extend(dvs.into_iter().map(|d| d.delete.clone()));
+        }
+        out.extend(
+            self.global_eq
+                .iter()
+                .filter(equality)
+                .map(|d| d.delete.clone()),
+        );
+        if let Some(list) = self.by_partition_eq.get(&key) {
+            out.extend(list.iter().filter(equality).map(|d| d.delete.clone()));
+        }
+        out
+    }
+}
+
+/// The one data file a position delete file covers, when it says so.
+fn referenced_file(file: &DataFile) -> Option<String> {
+    if let Some(r) = file.referenced_data_file() {
+        return Some(r);
+    }
+    let lower = file.lower_bounds().get(&POS_FILE_PATH_FIELD_ID)?;
+    let upper = file.upper_bounds().get(&POS_FILE_PATH_FIELD_ID)?;
+    match (lower.literal(), upper.literal()) {
+        (PrimitiveLiteral::String(l), PrimitiveLiteral::String(u)) if l == u => Some(l.clone()),
+        _ => None,
+    }
+}

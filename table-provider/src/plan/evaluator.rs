@@ -1,0 +1,214 @@
+//! "Might this file (or manifest, or partition) hold a matching row?" — one evaluator over
+//! per-key statistics, used for column metrics, partition values and manifest summaries.
+//!
+//! The answer is conservative: `false` only when no row can match. Comparisons follow SQL
+//! (null never matches) and DataFusion's float ordering (NaN sorts above every number), so a
+//! float column whose NaN count is unknown or non-zero is never pruned by `>`, `>=` or `<>`.
+
+use std::cmp::Ordering;
+
+use iceberg::spec::PrimitiveLiteral;
+
+use super::predicate::{CmpOp, Predicate, compare_literals};
+
+/// What is known about one key's values in some set of rows.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FieldStats<'a> {
+    /// A lower bound of the non-null, non-NaN values.
+    pub(crate) lower: Option<&'a PrimitiveLiteral>,
+    /// An upper bound of the non-null, non-NaN values.
+    pub(crate) upper: Option<&'a PrimitiveLiteral>,
+    /// Whether some value is null (`None`: unknown).
+    pub(crate) has_null: Option<bool>,
+    /// Every value is null (or there are no values).
+    pub(crate) all_null: bool,
+    /// Whether some value is NaN (`None`: unknown).
+    pub(crate) has_nan: Option<bool>,
+}
+
+/// Whether rows described by `stats` might satisfy `pred`.
+pub(crate) fn might_match<'a>(pred: &Predicate, stats: &dyn Fn(i32) -> FieldStats<'a>) -> bool {
+    match pred {
+        Predicate::True => true,
+        Predicate::False => false,
+        Predicate::And(children) => children.iter().all(|p| might_match(p, stats)),
+        Predicate::Or(children) => children.iter().any(|p| might_match(p, stats)),
+        Predicate::Cmp { key, op, value } => cmp_might_match(&stats(*key), *op, value),
+        Predicate::In {
+            key,
+            values,
+            negated,
+        } => {
+            let s = stats(*key);
+            if s.all_null {
+                return false;
+            }
+            if *negated {
+                // Only prunable when every value is one known literal that is excluded.
+                match (s.lower, s.upper) {
+                    (Some(l), Some(u)) if s.has_nan == Some(false) || !is_float(l) => {
+                        let single = compare_literals(l, u) == Some(Ordering::Equal);
+                        !(single
+                            && values
+                                .iter()
+                                .any(|v| compare_literals(l, v) == Some(Ordering::Equal)))
+                    }
+                    _ => true,
+                }
+            } else {
+                values.iter().any(|v| cmp_might_match(&s, CmpOp::Eq, v))
+            }
+        }
+        Predicate::IsNull { key, negated } => {
+            let s = stats(*key);
+            if *negated {
+                !s.all_null
+            } else {
+                s.has_null != Some(false)
+            }
+        }
+        Predicate::StartsWith {
+            key,
+            prefix,
+            negated,
+        } => {
+            let s = stats(*key);
+            if s.all_null {
+                return false;
+            }
+            let truncated = |lit: &PrimitiveLiteral| -> Option<String> {
+                match lit {
+                    PrimitiveLiteral::String(v) => {
+                        Some(v.chars().take(prefix.chars().count()).collect())
+                    }
+                    _ => None,
+                }
+            };
+            if *negated {
+                let starts = |b: Option<&PrimitiveLiteral>| match b {
+                    Some(PrimitiveLiteral::String(v)) => v.starts_with(prefix.as_str()),
+                    _ => false,
+                };
+                !(starts(s.lower) && starts(s.upper))
+            } else {
+                if let Some(l) = s.lower.and_then(truncated)
+                    && l.as_str() > prefix.as_str()
+                {
+                    return false;
+                }
+                if let Some(u) = s.upper.and_then(truncated)
+                    && u.as_str() < prefix.as_str()
+                {
+                    return false;
+                }
+                true
+            }
+        }
+    }
+}
+
+fn is_float(v: &PrimitiveLiteral) -> bool {
+    matches!(v, PrimitiveLiteral::Float(_) | PrimitiveLiteral::Double(_))
+}
+
+fn cmp_might_match(s: &FieldStats<'_>, op: CmpOp, value: &PrimitiveLiteral) -> bool {
+    if s.all_null {
+        return false;
+    }
+    let float = is_float(value);
+    if float {
+        let nan = match value {
+            PrimitiveLiteral::Float(v) => v.is_nan(),
+            PrimitiveLiteral::Double(v) => v.is_nan(),
+            _ => false,
+        };
+        if nan {
+            return true;
+        }
+        if matches!(op, CmpOp::Gt | CmpOp::GtEq | CmpOp::NotEq) && s.has_nan != Some(false) {
+            return true;
+        }
+    }
+    let lower = s.lower.and_then(|l| compare_literals(l, value));
+    let upper = s.upper.and_then(|u| compare_literals(u, value));
+    match op {
+        CmpOp::Eq => !(lower == Some(Ordering::Greater) || upper == Some(Ordering::Less)),
+        CmpOp::NotEq => !(lower == Some(Ordering::Equal) && upper == Some(Ordering::Equal)),
+        CmpOp::Lt => lower != Some(Ordering::Greater) && lower != Some(Ordering::Equal),
+        CmpOp::LtEq => lower != Some(Ordering::Greater),
+        CmpOp::Gt => upper != Some(Ordering::Less) && upper != Some(Ordering::Equal),
+        CmpOp::GtEq => upper != Some(Ordering::Less),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn long(v: i64) -> PrimitiveLiteral {
+        PrimitiveLiteral::Long(v)
+    }
+
+    #[test]
+    fn ranges_prune_by_bounds() {
+        let (lo, hi) = (long(10), long(20));
+        let stats = |_| FieldStats {
+            lower: Some(&lo),
+            upper: Some(&hi),
+            has_null: Some(false),
+            all_null: false,
+            has_nan: None,
+        };
+        let cmp = |op, v| Predicate::Cmp {
+            key: 1,
+            op,
+            value: long(v),
+        };
+        assert!(!might_match(&cmp(CmpOp::Lt, 10), &stats));
+        assert!(might_match(&cmp(CmpOp::LtEq, 10), &stats));
+        assert!(!might_match(&cmp(CmpOp::Gt, 20), &stats));
+        assert!(might_match(&cmp(CmpOp::GtEq, 20), &stats));
+        assert!(!might_match(&cmp(CmpOp::Eq, 21), &stats));
+        assert!(might_match(&cmp(CmpOp::Eq, 15), &stats));
+        assert!(!might_match(
+            &Predicate::IsNull {
+                key: 1,
+                negated: false
+            },
+            &stats
+        ));
+        let in_list = Predicate::In {
+            key: 1,
+            values: vec![long(1), long(25)],
+            negated: false,
+        };
+        assert!(!might_match(&in_list, &stats));
+    }
+
+    #[test]
+    fn nan_blocks_greater_than_pruning() {
+        let (lo, hi) = (
+            PrimitiveLiteral::Double(1.0.into()),
+            PrimitiveLiteral::Double(2.0.into()),
+        );
+        let gt = Predicate::Cmp {
+            key: 1,
+            op: CmpOp::Gt,
+            value: PrimitiveLiteral::Double(5.0.into()),
+        };
+        let unknown_nan = |_| FieldStats {
+            lower: Some(&lo),
+            upper: Some(&hi),
+            has_nan: None,
+            ..Default::default()
+        };
+        assert!(might_match(&gt, &unknown_nan));
+        let no_nan = |_| FieldStats {
+            lower: Some(&lo),
+            upper: Some(&hi),
+            has_nan: Some(false),
+            ..Default::default()
+        };
+        assert!(!might_match(&gt, &no_nan));
+    }
+}

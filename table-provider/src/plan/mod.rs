@@ -1,0 +1,28 @@
+//! Scan planning, the Iceberg read flow: metadata → snapshot → manifest list → manifests →
+//! data files, pruned by partition summaries, partition values and column metrics, matched
+//! with their delete files, split and bin-packed into tasks.
+//!
+//! ```text
+//! ScanRequest ─► ScanPlanner::plan
+//!                  ├─ SnapshotSelector::resolve        (snapshot + schema)
+//!                  ├─ ManifestCache::manifest_list      (cached, parsed once)
+//!                  ├─ PartitionFilter::matches_summaries (skip manifests)
+//!                  ├─ ManifestCache::manifest ×N        (concurrent, cached)
+//!                  ├─ PartitionFilter::matches_partition (skip files by partition tuple)
+//!                  ├─ evaluator::might_match            (skip files by column metrics)
+//!                  ├─ DeleteFileIndex::deletes_for      (attach delete files)
+//!                  └─ bin_pack                          (→ ScanPlan.partitions)
+//! ```
+
+mod bin_pack;
+mod evaluator;
+mod manifest_cache;
+mod partition;
+mod planner;
+mod predicate;
+mod task;
+
+pub use manifest_cache::{DEFAULT_MANIFEST_CACHE_BYTES, ManifestCache};
+pub use planner::{DEFAULT_SPLIT_SIZE, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest};
+pub use predicate::{CmpOp, Predicate};
+pub use task::{DataFileRef, DeleteFileRef, DeleteKind, ScanTask};

@@ -1,0 +1,8 @@
+//! Execution of planned scans: DataFusion's Parquet scan with field-id schema mapping,
+//! wrapped by [`IcebergScanExec`].
+
+mod exec;
+mod schema_mapping;
+
+pub use exec::IcebergScanExec;
+pub use schema_mapping::{FieldIdAdapterFactory, FieldIdCastExpr, adapt_array};

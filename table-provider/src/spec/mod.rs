@@ -1,0 +1,10 @@
+//! Thin helpers over the `iceberg` spec library: Iceberg → Arrow types, snapshot selection,
+//! Iceberg values as DataFusion scalars.
+
+mod arrow_types;
+mod snapshot;
+mod values;
+
+pub use arrow_types::{FIELD_ID_KEY, field_id_of, iceberg_schema_to_arrow, iceberg_type_to_arrow};
+pub use snapshot::{ResolvedSnapshot, SnapshotSelector};
+pub use values::{datum_to_scalar, literal_to_scalar};

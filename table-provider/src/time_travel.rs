@@ -1,0 +1,260 @@
+//! Time travel in SQL, in Trino's syntax and Spark's (without `FOR`):
+//!
+//! ```sql
+//! SELECT * FROM iceberg.db.t FOR VERSION AS OF 8744736658442914487
+//! SELECT * FROM iceberg.db.t VERSION AS OF 'my-branch'
+//! SELECT * FROM iceberg.db.t FOR TIMESTAMP AS OF TIMESTAMP '2026-01-01 00:00:00'
+//! SELECT * FROM iceberg.db.t TIMESTAMP AS OF '2026-01-01T00:00:00Z'
+//! ```
+//!
+//! (`SYSTEM_TIME AS OF` is accepted for timestamps.) DataFusion's parser does not take these clauses, so [`rewrite_time_travel`] rewrites them
+//! at the token level (strings and comments are never touched) into a quoted table name with
+//! a suffix, `"t@@version=…"`, that the catalog's schema provider resolves with
+//! [`split_time_travel`]. Timestamps without a zone are UTC.
+
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
+
+use crate::error::{Error, Result};
+use crate::spec::SnapshotSelector;
+
+const MARKER: &str = "@@";
+
+/// Rewrites the time-travel clauses of `sql` into table names the catalog resolves.
+pub fn rewrite_time_travel(sql: &str) -> Result<String> {
+    let tokens = Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize_with_location()
+        .map_err(|e| Error::InvalidArgument(format!("SQL syntax error: {e}")))?;
+    let significant: Vec<usize> = tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
+        .map(|(i, _)| i)
+        .collect();
+    let offsets = LineOffsets::new(sql);
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    let word = |k: usize, keyword: Keyword| -> bool {
+        significant
+            .get(k)
+            .is_some_and(|&i| matches!(&tokens[i].token, Token::Word(w) if w.keyword == keyword && w.quote_style.is_none()))
+    };
+    let mut k = 0;
+    while k < significant.len() {
+        // [FOR] (VERSION | TIMESTAMP | SYSTEM_VERSION | SYSTEM_TIME) AS OF <value>
+        let has_for = word(k, Keyword::FOR);
+        let kind_at = if has_for { k + 1 } else { k };
+        let kind = if word(kind_at, Keyword::VERSION) {
+            Some("version")
+        } else if word(kind_at, Keyword::TIMESTAMP) || word(kind_at, Keyword::SYSTEM_TIME) {
+            Some("timestamp")
+        } else {
+            None
+        };
+        let clause =
+            kind.filter(|_| word(kind_at + 1, Keyword::AS) && word(kind_at + 2, Keyword::OF));
+        let table_token = k.checked_sub(1).map(|t| &tokens[significant[t]]);
+        let (
+            Some(kind),
+            Some(TokenWithSpan {
+                token: Token::Word(table_word),
+                span,
+            }),
+        ) = (clause, table_token)
+        else {
+            k += 1;
+            continue;
+        };
+        // Without FOR, only a plain identifier may precede the clause (`SELECT version AS of`
+        // is a column alias, not time travel).
+        if !has_for && table_word.quote_style.is_none() && table_word.keyword != Keyword::NoKeyword
+        {
+            k += 1;
+            continue;
+        }
+        let mut v = kind_at + 3;
+        // Optional TIMESTAMP keyword before the literal.
+        if kind == "timestamp" && word(v, Keyword::TIMESTAMP) {
+            v += 1;
+        }
+        let mut negative = false;
+        if significant
+            .get(v)
+            .is_some_and(|&i| tokens[i].token == Token::Minus)
+        {
+            negative = true;
+            v += 1;
+        }
+        let Some(&value_index) = significant.get(v) else {
+            return Err(Error::InvalidArgument(format!(
+                "{} AS OF needs a value",
+                kind.to_uppercase()
+            )));
+        };
+        let value = match (&tokens[value_index].token, kind) {
+            (Token::Number(n, _), "version") => {
+                format!("version={}{n}", if negative { "-" } else { "" })
+            }
+            (Token::SingleQuotedString(s), "version") => format!("ref={s}"),
+            (Token::SingleQuotedString(s), "timestamp") => format!("timestamp={s}"),
+            (Token::Number(n, _), "timestamp") if !negative => format!("timestamp_ms={n}"),
+            (other, _) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{} AS OF expects {}, found {other}",
+                    kind.to_uppercase(),
+                    if kind == "version" {
+                        "a snapshot id or a quoted branch or tag name"
+                    } else {
+                        "a timestamp literal such as TIMESTAMP '2026-01-01 00:00:00'"
+                    }
+                )));
+            }
+        };
+        let name = if table_word.quote_style.is_some() {
+            table_word.value.clone()
+        } else {
+            table_word.value.to_lowercase()
+        };
+        let replacement = format!(
+            "\"{}\"",
+            format!("{name}{MARKER}{value}").replace('"', "\"\"")
+        );
+        let start = offsets.byte(span.start);
+        let end = tokens
+            .get(value_index + 1)
+            .map_or(sql.len(), |t| offsets.byte(t.span.start));
+        edits.push((start, end, replacement));
+        k = v + 1;
+    }
+    let mut out = sql.to_string();
+    for (start, end, replacement) in edits.into_iter().rev() {
+        out.replace_range(start..end, &replacement);
+    }
+    Ok(out)
+}
+
+/// Splits a table name into its real name and time-travel selector.
+pub fn split_time_travel(name: &str) -> Result<(String, SnapshotSelector)> {
+    let Some((table, spec)) = name.split_once(MARKER) else {
+        return Ok((name.to_string(), SnapshotSelector::Current));
+    };
+    let (kind, value) = spec.split_once('=').ok_or_else(|| {
+        Error::InvalidArgument(format!("malformed time-travel table name {name:?}"))
+    })?;
+    let selector = match kind {
+        "version" => SnapshotSelector::Id(value.parse().map_err(|_| {
+            Error::InvalidArgument(format!("snapshot id {value:?} is not a 64-bit integer"))
+        })?),
+        "ref" => SnapshotSelector::Ref(value.to_string()),
+        "timestamp_ms" => SnapshotSelector::AsOfTimestampMs(value.parse().map_err(|_| {
+            Error::InvalidArgument(format!(
+                "timestamp {value:?} is not milliseconds since the epoch"
+            ))
+        })?),
+        "timestamp" => SnapshotSelector::AsOfTimestampMs(parse_timestamp_ms(value)?),
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "unknown time-travel kind {other:?} in {name:?}"
+            )));
+        }
+    };
+    Ok((table.to_string(), selector))
+}
+
+/// Parses a SQL timestamp literal (zone optional, UTC by default) to epoch milliseconds,
+/// rounding up so that `AS OF` the commit instant (with microseconds) includes the commit.
+fn parse_timestamp_ms(text: &str) -> Result<i64> {
+    let nanos = arrow::compute::kernels::cast_utils::string_to_timestamp_nanos(text.trim())
+        .map_err(|e| Error::InvalidArgument(format!("invalid timestamp {text:?}: {e}")))?;
+    Ok(nanos.div_euclid(1_000_000))
+}
+
+/// Maps tokenizer (line, column) locations to byte offsets.
+struct LineOffsets<'a> {
+    sql: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineOffsets<'a> {
+    fn new(sql: &'a str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(sql.match_indices('\n').map(|(i, _)| i + 1));
+        Self { sql, starts }
+    }
+
+    fn byte(&self, location: Location) -> usize {
+        let line = (location.line as usize).saturating_sub(1);
+        let Some(&line_start) = self.starts.get(line) else {
+            return self.sql.len();
+        };
+        let column = (location.column as usize).saturating_sub(1);
+        self.sql[line_start..]
+            .char_indices()
+            .nth(column)
+            .map_or(self.sql.len(), |(i, _)| line_start + i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_every_form() {
+        let cases = [
+            (
+                "SELECT * FROM iceberg.db.t FOR VERSION AS OF 123",
+                "SELECT * FROM iceberg.db.\"t@@version=123\"",
+            ),
+            (
+                "select * from db.T version as of 'main' where x = 1",
+                "select * from db.\"t@@ref=main\" where x = 1",
+            ),
+            (
+                "SELECT 1 FROM t FOR TIMESTAMP AS OF TIMESTAMP '2026-01-01 00:00:00' AS x",
+                "SELECT 1 FROM \"t@@timestamp=2026-01-01 00:00:00\" AS x",
+            ),
+            (
+                "SELECT * FROM \"MyT\" TIMESTAMP AS OF '2026-01-01T00:00:00Z'",
+                "SELECT * FROM \"MyT@@timestamp=2026-01-01T00:00:00Z\"",
+            ),
+            (
+                "SELECT 'FOR VERSION AS OF 1' FROM t -- VERSION AS OF 2\n",
+                "SELECT 'FOR VERSION AS OF 1' FROM t -- VERSION AS OF 2\n",
+            ),
+            (
+                "SELECT * FROM a FOR VERSION AS OF 1 JOIN b FOR VERSION AS OF 2 ON a.x = b.x",
+                "SELECT * FROM \"a@@version=1\" JOIN \"b@@version=2\" ON a.x = b.x",
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(rewrite_time_travel(input).unwrap(), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        let err = rewrite_time_travel("SELECT * FROM t FOR VERSION AS OF x").unwrap_err();
+        assert!(err.to_string().contains("snapshot id"), "{err}");
+        assert!(split_time_travel("t@@version=abc").is_err());
+        assert!(split_time_travel("t@@timestamp=not a time").is_err());
+    }
+
+    #[test]
+    fn splits_names() {
+        assert_eq!(
+            split_time_travel("t@@version=-5").unwrap(),
+            ("t".to_string(), SnapshotSelector::Id(-5))
+        );
+        assert_eq!(
+            split_time_travel("t@@timestamp=2026-01-01 00:00:01")
+                .unwrap()
+                .1,
+            SnapshotSelector::AsOfTimestampMs(1_767_225_601_000)
+        );
+        assert_eq!(
+            split_time_travel("plain").unwrap().1,
+            SnapshotSelector::Current
+        );
+    }
+}

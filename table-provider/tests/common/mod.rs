@@ -1,0 +1,256 @@
+//! Shared test support: sessions over Petrel catalogs, Arrow → the corpus's normalised JSON,
+//! and exact result comparison (multisets for unordered results, floats to 1e-9 relative).
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, TimeUnit};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use petrel_table_provider::plan::PlanMetrics;
+use petrel_table_provider::{Catalog, IcebergCatalogProvider, IcebergScanExec, rewrite_time_travel};
+use serde_json::{Value, json};
+
+/// The fixture corpus (`PETREL_CORPUS` overrides).
+pub fn corpus_dir() -> PathBuf {
+    std::env::var_os("PETREL_CORPUS").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/iceberg-corpus")
+    })
+}
+
+/// A session with the given catalogs registered under their names.
+pub fn session(catalogs: Vec<(&str, Arc<dyn Catalog>)>) -> SessionContext {
+    let config = SessionConfig::new().with_target_partitions(4).with_information_schema(true);
+    let ctx = SessionContext::new_with_config(config);
+    for (name, catalog) in catalogs {
+        ctx.register_catalog(name, Arc::new(IcebergCatalogProvider::new(catalog)));
+    }
+    ctx
+}
+
+/// Runs `sql` (time travel rewritten) and returns its batches.
+pub async fn query(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
+    let sql = rewrite_time_travel(sql).map_err(datafusion::error::DataFusionError::from)?;
+    ctx.sql(&sql).await?.collect().await
+}
+
+/// The physical plan of `sql` and the planning metrics of its (first) Iceberg scan.
+pub async fn plan_metrics(ctx: &SessionContext, sql: &str) -> PlanMetrics {
+    let sql = rewrite_time_travel(sql).expect("rewrite");
+    let plan = ctx
+        .sql(&sql)
+        .await
+        .expect("plan")
+        .create_physical_plan()
+        .await
+        .expect("physical plan");
+    find_scan(&plan)
+        .unwrap_or_else(|| panic!("no IcebergScanExec in plan of {sql}"))
+        .plan_metrics()
+        .clone()
+}
+
+fn find_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<&IcebergScanExec> {
+    if let Some(scan) = plan.as_any().downcast_ref::<IcebergScanExec>() {
+        return Some(scan);
+    }
+    plan.children().into_iter().find_map(find_scan)
+}
+
+/// Rows of `batches` as normalised JSON values (the corpus README's format). `types` are the
+/// expected result's type names, used to tell uuid from fixed(16).
+pub fn rows_json(batches: &[RecordBatch], types: &[String]) -> Vec<Vec<Value>> {
+    let mut rows = Vec::new();
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            rows.push(
+                batch
+                    .columns()
+                    .iter()
+                    .enumerate()
+                    .map(|(c, col)| value_json(col, row, types.get(c).map(String::as_str)))
+                    .collect(),
+            );
+        }
+    }
+    rows
+}
+
+fn float_json(v: f64) -> Value {
+    if v.is_nan() {
+        json!("NaN")
+    } else if v.is_infinite() {
+        json!(if v > 0.0 { "Infinity" } else { "-Infinity" })
+    } else {
+        json!(v)
+    }
+}
+
+fn iso_time(seconds: i64, micros: u32, with_zone: bool) -> String {
+    let dt = chrono::DateTime::from_timestamp(seconds, micros * 1000).expect("timestamp in range");
+    let base = dt.naive_utc().format("%Y-%m-%dT%H:%M:%S").to_string();
+    let frac = if micros == 0 { String::new() } else { format!(".{micros:06}") };
+    format!("{base}{frac}{}", if with_zone { "+00:00" } else { "" })
+}
+
+fn value_json(col: &ArrayRef, row: usize, ty: Option<&str>) -> Value {
+    if col.is_null(row) {
+        return Value::Null;
+    }
+    match col.data_type() {
+        DataType::Boolean => json!(col.as_boolean().value(row)),
+        DataType::Int8 => json!(col.as_primitive::<arrow::datatypes::Int8Type>().value(row)),
+        DataType::Int16 => json!(col.as_primitive::<arrow::datatypes::Int16Type>().value(row)),
+        DataType::Int32 => json!(col.as_primitive::<arrow::datatypes::Int32Type>().value(row)),
+        DataType::Int64 => json!(col.as_primitive::<arrow::datatypes::Int64Type>().value(row)),
+        DataType::Float32 => float_json(f64::from(
+            col.as_primitive::<arrow::datatypes::Float32Type>().value(row),
+        )),
+        DataType::Float64 => float_json(col.as_primitive::<arrow::datatypes::Float64Type>().value(row)),
+        DataType::Decimal128(_, scale) => {
+            let v = col.as_primitive::<arrow::datatypes::Decimal128Type>().value(row);
+            json!(arrow::array::Decimal128Array::from(vec![v])
+                .with_precision_and_scale(38, *scale)
+                .expect("decimal")
+                .value_as_string(0))
+        }
+        DataType::Date32 => {
+            let days = col.as_primitive::<arrow::datatypes::Date32Type>().value(row);
+            let date = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch")
+                + chrono::Duration::days(i64::from(days));
+            json!(date.format("%Y-%m-%d").to_string())
+        }
+        DataType::Time64(TimeUnit::Microsecond) => {
+            let us = col.as_primitive::<arrow::datatypes::Time64MicrosecondType>().value(row);
+            let (secs, micros) = (us.div_euclid(1_000_000), us.rem_euclid(1_000_000));
+            let base = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+            json!(if micros == 0 { base } else { format!("{base}.{micros:06}") })
+        }
+        DataType::Timestamp(TimeUnit::Microsecond, tz) => {
+            let us = col.as_primitive::<arrow::datatypes::TimestampMicrosecondType>().value(row);
+            json!(iso_time(us.div_euclid(1_000_000), us.rem_euclid(1_000_000) as u32, tz.is_some()))
+        }
+        DataType::Utf8 => json!(col.as_string::<i32>().value(row)),
+        DataType::LargeUtf8 => json!(col.as_string::<i64>().value(row)),
+        DataType::Utf8View => json!(col.as_string_view().value(row)),
+        DataType::Binary => json!(hex(col.as_binary::<i32>().value(row))),
+        DataType::FixedSizeBinary(16) if matches!(ty, Some("uuid") | Some("string")) => {
+            let bytes: [u8; 16] = col.as_fixed_size_binary().value(row).try_into().expect("16 bytes");
+            json!(uuid::Uuid::from_bytes(bytes).to_string())
+        }
+        DataType::FixedSizeBinary(_) => json!(hex(col.as_fixed_size_binary().value(row))),
+        DataType::Struct(fields) => {
+            let s = col.as_struct();
+            let mut map = serde_json::Map::new();
+            for (i, f) in fields.iter().enumerate() {
+                map.insert(f.name().clone(), value_json(s.column(i), row, None));
+            }
+            Value::Object(map)
+        }
+        DataType::List(_) => {
+            let values = col.as_list::<i32>().value(row);
+            Value::Array((0..values.len()).map(|i| value_json(&values, i, None)).collect())
+        }
+        DataType::Map(_, _) => {
+            let entries = col.as_map().value(row);
+            let (keys, values) = (entries.column(0), entries.column(1));
+            if matches!(keys.data_type(), DataType::Utf8) {
+                let mut map = serde_json::Map::new();
+                for i in 0..entries.len() {
+                    map.insert(keys.as_string::<i32>().value(i).to_string(), value_json(values, i, None));
+                }
+                Value::Object(map)
+            } else {
+                Value::Array(
+                    (0..entries.len())
+                        .map(|i| json!([value_json(keys, i, None), value_json(values, i, None)]))
+                        .collect(),
+                )
+            }
+        }
+        other => panic!("no JSON form for {other}"),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A sort key equal for values equal within the float tolerance.
+fn sort_key(v: &Value) -> String {
+    match v {
+        Value::Number(n) if n.is_f64() => format!("{:.9e}", n.as_f64().unwrap_or_default()),
+        Value::Array(a) => format!("[{}]", a.iter().map(sort_key).collect::<Vec<_>>().join(",")),
+        Value::Object(o) => format!(
+            "{{{}}}",
+            o.iter().map(|(k, v)| format!("{k}:{}", sort_key(v))).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
+fn values_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => {
+                let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+                x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs())
+            }
+        },
+        (Value::String(x), Value::String(y)) => {
+            x == y || match (x.parse::<f64>(), y.parse::<f64>()) {
+                // decimals compare by value ("1.50" vs "1.5")
+                (Ok(a), Ok(b)) if x.contains('.') || y.contains('.') => a == b,
+                _ => false,
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| values_equal(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| values_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Asserts that `batches` hold exactly `expected` (`{columns, types, ordered, count, rows}`).
+pub fn assert_result(what: &str, batches: &[RecordBatch], expected: &Value) {
+    let columns: Vec<String> = expected["columns"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .map(|c| c.as_str().expect("column name").to_string())
+        .collect();
+    let types: Vec<String> = expected["types"]
+        .as_array()
+        .map(|t| t.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect())
+        .unwrap_or_default();
+    if let Some(batch) = batches.first() {
+        let actual: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+        assert_eq!(actual, columns, "{what}: columns");
+    }
+    let count = expected["count"].as_u64().expect("count") as usize;
+    let mut actual = rows_json(batches, &types);
+    assert_eq!(actual.len(), count, "{what}: row count");
+    let Some(rows) = expected["rows"].as_array() else {
+        return;
+    };
+    let mut expected_rows: Vec<Vec<Value>> = rows
+        .iter()
+        .map(|r| r.as_array().expect("row").clone())
+        .collect();
+    if !expected["ordered"].as_bool().unwrap_or(false) {
+        let key = |r: &Vec<Value>| r.iter().map(sort_key).collect::<Vec<_>>().join("|");
+        actual.sort_by_key(key);
+        expected_rows.sort_by_key(key);
+    }
+    for (i, (a, e)) in actual.iter().zip(&expected_rows).enumerate() {
+        let equal = a.len() == e.len() && a.iter().zip(e).all(|(x, y)| values_equal(x, y));
+        assert!(equal, "{what}: row {i} differs:\n  actual   {a:?}\n  expected {e:?}");
+    }
+}

@@ -1,0 +1,460 @@
+//! Configuration: clap flags, each with a `PETREL_*` environment variable, over an optional
+//! TOML file (`--config FILE`). A flag or variable wins over the file; the file wins over the
+//! built-in defaults. [`ServeArgs::resolve`] produces the [`ServerConfig`] the rest of the
+//! server reads.
+//!
+//! With no flags at all `petrel` serves the embedded default (see [`crate::demo`]): a SQLite
+//! SQL catalog in `./petrel-warehouse`, created with a demo table if missing.
+//!
+//! ```toml
+//! bind = "127.0.0.1:50051"
+//! default_catalog = "iceberg"
+//! default_schema = "db"
+//! query_memory_limit = "2GiB"
+//! max_concurrent_queries = 16
+//! target_partitions = 4
+//!
+//! [[catalog]]
+//! name = "iceberg"
+//! type = "filesystem"          # Hadoop layout
+//! warehouse = "/data/warehouse"
+//!
+//! [[catalog]]
+//! name = "lake"
+//! type = "sql"                 # PyIceberg SqlCatalog / Iceberg JdbcCatalog on SQLite
+//! path = "/data/lake/catalog.db"
+//! catalog_name = "default"     # the catalog_name column in the database
+//!
+//! [[user]]
+//! name = "alice"
+//! password_hash = "$argon2id$v=19$..."   # `petrel hash-password`
+//!
+//! [tls]
+//! cert = "server.pem"
+//! key = "server.key"
+//! client_ca = "ca.pem"         # optional: require client certificates (mTLS)
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser, Subcommand};
+use serde::Deserialize;
+
+/// `petrel`: an Arrow Flight SQL server for Apache Iceberg tables.
+#[derive(Debug, Parser)]
+#[command(name = "petrel", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// What to do; `serve` when omitted.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// `petrel [FLAGS]` is `petrel serve [FLAGS]`.
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+/// Sub-commands of `petrel`.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve Flight SQL (the default).
+    Serve(Box<ServeArgs>),
+    /// Print an Argon2id hash of a password (read from stdin, or `--password`) for `[[user]]`.
+    HashPassword {
+        /// The password; read from the first line of stdin when omitted.
+        #[arg(long, env = "PETREL_PASSWORD")]
+        password: Option<String>,
+    },
+}
+
+/// Flags of `petrel serve`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// TOML configuration file (flags and environment variables override it).
+    #[arg(long, env = "PETREL_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Address to listen on.
+    #[arg(long, env = "PETREL_BIND")]
+    pub bind: Option<SocketAddr>,
+
+    /// A filesystem (Hadoop layout) warehouse directory, served as catalog `iceberg`.
+    #[arg(long, env = "PETREL_WAREHOUSE")]
+    pub warehouse: Option<PathBuf>,
+
+    /// Directory of the embedded default (used when no catalog is configured).
+    #[arg(long, env = "PETREL_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// Catalog used for unqualified table names.
+    #[arg(long, env = "PETREL_DEFAULT_CATALOG")]
+    pub default_catalog: Option<String>,
+
+    /// Schema (Iceberg namespace) used for unqualified table names.
+    #[arg(long, env = "PETREL_DEFAULT_SCHEMA")]
+    pub default_schema: Option<String>,
+
+    /// A user as `NAME:ARGON2_PHC_HASH` (repeatable; space-separated in the variable).
+    #[arg(long = "user", env = "PETREL_USERS", value_delimiter = ' ')]
+    pub users: Vec<String>,
+
+    /// Secret for signing bearer tokens (random per process when unset, so tokens do not
+    /// survive a restart and are not shared between replicas).
+    #[arg(long, env = "PETREL_TOKEN_SECRET", hide_env_values = true)]
+    pub token_secret: Option<String>,
+
+    /// Lifetime of a bearer token in seconds.
+    #[arg(long, env = "PETREL_TOKEN_TTL_SECS")]
+    pub token_ttl_secs: Option<u64>,
+
+    /// Allow serving without authentication on a non-loopback address.
+    #[arg(long, env = "PETREL_ALLOW_UNAUTHENTICATED_REMOTE")]
+    pub allow_unauthenticated_remote: bool,
+
+    /// TLS certificate chain (PEM).
+    #[arg(long, env = "PETREL_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// TLS private key (PEM).
+    #[arg(long, env = "PETREL_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// CA certificate (PEM) that client certificates must chain to (enables mTLS).
+    #[arg(long, env = "PETREL_TLS_CLIENT_CA")]
+    pub tls_client_ca: Option<PathBuf>,
+
+    /// Memory one query may use, e.g. `512MiB`, `2GiB` (0: unlimited).
+    #[arg(long, env = "PETREL_QUERY_MEMORY_LIMIT")]
+    pub query_memory_limit: Option<String>,
+
+    /// Queries executing at once; more wait up to `--queue-timeout-secs`, then fail with
+    /// RESOURCE_EXHAUSTED.
+    #[arg(long, env = "PETREL_MAX_CONCURRENT_QUERIES")]
+    pub max_concurrent_queries: Option<usize>,
+
+    /// Seconds a query waits for a free execution slot.
+    #[arg(long, env = "PETREL_QUEUE_TIMEOUT_SECS")]
+    pub queue_timeout_secs: Option<u64>,
+
+    /// DataFusion target partitions (parallelism of one query); default: number of cores.
+    #[arg(long, env = "PETREL_TARGET_PARTITIONS")]
+    pub target_partitions: Option<usize>,
+
+    /// Write the bound address to this file once listening (for scripts and tests).
+    #[arg(long, env = "PETREL_PORT_FILE")]
+    pub port_file: Option<PathBuf>,
+}
+
+/// The TOML file's shape.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// Address to listen on.
+    pub bind: Option<SocketAddr>,
+    /// Catalog for unqualified names.
+    pub default_catalog: Option<String>,
+    /// Schema for unqualified names.
+    pub default_schema: Option<String>,
+    /// Embedded default directory.
+    pub data_dir: Option<PathBuf>,
+    /// Per-query memory limit (`2GiB`).
+    pub query_memory_limit: Option<String>,
+    /// Concurrent query limit.
+    pub max_concurrent_queries: Option<usize>,
+    /// Queue timeout in seconds.
+    pub queue_timeout_secs: Option<u64>,
+    /// DataFusion target partitions.
+    pub target_partitions: Option<usize>,
+    /// Serve without auth on a non-loopback address.
+    pub allow_unauthenticated_remote: Option<bool>,
+    /// Catalogs.
+    #[serde(default, rename = "catalog")]
+    pub catalogs: Vec<CatalogConfig>,
+    /// Users.
+    #[serde(default, rename = "user")]
+    pub users: Vec<UserConfig>,
+    /// Token settings.
+    #[serde(default)]
+    pub auth: AuthFileConfig,
+    /// TLS.
+    pub tls: Option<TlsConfig>,
+}
+
+/// `[auth]` in the TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthFileConfig {
+    /// Token signing secret.
+    pub token_secret: Option<String>,
+    /// Token lifetime.
+    pub token_ttl_secs: Option<u64>,
+}
+
+/// One `[[catalog]]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum CatalogConfig {
+    /// A warehouse directory in Iceberg's Hadoop layout.
+    Filesystem {
+        /// Name in SQL (`<name>.<namespace>.<table>`).
+        name: String,
+        /// The warehouse directory.
+        warehouse: PathBuf,
+    },
+    /// A SQL catalog (PyIceberg `SqlCatalog`, Iceberg `JdbcCatalog`) in a SQLite file.
+    Sql {
+        /// Name in SQL.
+        name: String,
+        /// The SQLite database file.
+        path: PathBuf,
+        /// The `catalog_name` column value in the database (default: `name`).
+        catalog_name: Option<String>,
+    },
+}
+
+impl CatalogConfig {
+    /// The catalog's SQL name.
+    pub fn name(&self) -> &str {
+        match self {
+            CatalogConfig::Filesystem { name, .. } | CatalogConfig::Sql { name, .. } => name,
+        }
+    }
+}
+
+/// One `[[user]]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    /// User name.
+    pub name: String,
+    /// Argon2 PHC string (`petrel hash-password`).
+    pub password_hash: String,
+}
+
+/// `[tls]`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// Certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Private key (PEM).
+    pub key: PathBuf,
+    /// Client CA (PEM), enables mTLS.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// Everything the server needs, resolved from flags, environment, file and defaults.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Listen address.
+    pub bind: SocketAddr,
+    /// Catalogs to serve; empty means "the embedded default".
+    pub catalogs: Vec<CatalogConfig>,
+    /// Directory of the embedded default.
+    pub data_dir: PathBuf,
+    /// Catalog for unqualified names (None: the first catalog).
+    pub default_catalog: Option<String>,
+    /// Schema for unqualified names.
+    pub default_schema: Option<String>,
+    /// Users; empty means no authentication.
+    pub users: Vec<UserConfig>,
+    /// Token signing secret.
+    pub token_secret: Option<String>,
+    /// Token lifetime.
+    pub token_ttl_secs: u64,
+    /// Serve without auth on a non-loopback address.
+    pub allow_unauthenticated_remote: bool,
+    /// TLS settings.
+    pub tls: Option<TlsConfig>,
+    /// Per-query memory limit in bytes (None: unlimited).
+    pub query_memory_limit: Option<usize>,
+    /// Concurrent queries.
+    pub max_concurrent_queries: usize,
+    /// Queue timeout in seconds.
+    pub queue_timeout_secs: u64,
+    /// DataFusion target partitions.
+    pub target_partitions: Option<usize>,
+    /// Where to write the bound address.
+    pub port_file: Option<PathBuf>,
+}
+
+/// Default listen address.
+pub const DEFAULT_BIND: &str = "127.0.0.1:50051";
+/// Default embedded-warehouse directory (relative to the working directory).
+pub const DEFAULT_DATA_DIR: &str = "petrel-warehouse";
+
+impl ServeArgs {
+    /// Merges flags over the TOML file (if any) over defaults.
+    pub fn resolve(&self) -> Result<ServerConfig, String> {
+        let file = match &self.config {
+            Some(path) => load_file(path)?,
+            None => FileConfig::default(),
+        };
+        let mut catalogs = file.catalogs.clone();
+        if let Some(dir) = &self.warehouse {
+            catalogs.retain(|c| c.name() != "iceberg");
+            catalogs.insert(
+                0,
+                CatalogConfig::Filesystem {
+                    name: "iceberg".into(),
+                    warehouse: dir.clone(),
+                },
+            );
+        }
+        let mut users = file.users.clone();
+        for spec in &self.users {
+            let (name, hash) = spec
+                .split_once(':')
+                .ok_or_else(|| format!("--user {spec:?}: expected NAME:ARGON2_HASH"))?;
+            users.retain(|u| u.name != name);
+            users.push(UserConfig {
+                name: name.to_string(),
+                password_hash: hash.to_string(),
+            });
+        }
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(TlsConfig {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self
+                    .tls_client_ca
+                    .clone()
+                    .or_else(|| file.tls.as_ref().and_then(|t| t.client_ca.clone())),
+            }),
+            _ => file.tls.clone(),
+        };
+        if self.tls_client_ca.is_some() && tls.is_none() {
+            return Err("--tls-client-ca needs --tls-cert and --tls-key".into());
+        }
+        let memory = self
+            .query_memory_limit
+            .clone()
+            .or(file.query_memory_limit.clone());
+        let query_memory_limit = match memory {
+            Some(text) => match parse_bytes(&text)? {
+                0 => None,
+                n => Some(n),
+            },
+            None => None,
+        };
+        let bind = match self.bind.or(file.bind) {
+            Some(b) => b,
+            None => DEFAULT_BIND.parse().map_err(|e| format!("{e}"))?,
+        };
+        let max_concurrent_queries = self
+            .max_concurrent_queries
+            .or(file.max_concurrent_queries)
+            .unwrap_or(16);
+        if max_concurrent_queries == 0 {
+            return Err("max_concurrent_queries must be at least 1".into());
+        }
+        Ok(ServerConfig {
+            bind,
+            catalogs,
+            data_dir: self
+                .data_dir
+                .clone()
+                .or(file.data_dir.clone())
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR)),
+            default_catalog: self
+                .default_catalog
+                .clone()
+                .or(file.default_catalog.clone()),
+            default_schema: self.default_schema.clone().or(file.default_schema.clone()),
+            users,
+            token_secret: self.token_secret.clone().or(file.auth.token_secret.clone()),
+            token_ttl_secs: self
+                .token_ttl_secs
+                .or(file.auth.token_ttl_secs)
+                .unwrap_or(12 * 3600),
+            allow_unauthenticated_remote: self.allow_unauthenticated_remote
+                || file.allow_unauthenticated_remote.unwrap_or(false),
+            tls,
+            query_memory_limit,
+            max_concurrent_queries,
+            queue_timeout_secs: self
+                .queue_timeout_secs
+                .or(file.queue_timeout_secs)
+                .unwrap_or(30),
+            target_partitions: self.target_partitions.or(file.target_partitions),
+            port_file: self.port_file.clone(),
+        })
+    }
+}
+
+fn load_file(path: &Path) -> Result<FileConfig, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+    toml::from_str(&text).map_err(|e| format!("config file {}: {e}", path.display()))
+}
+
+/// Parses `1024`, `512KiB`, `512MB`, `2GiB`, `1.5GB` into bytes (KB/MB/GB are powers of 1000,
+/// KiB/MiB/GiB of 1024).
+pub fn parse_bytes(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size like 512MiB or 2GB"))?;
+    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "kib" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "g" | "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" => 1e12,
+        "tib" => 1024.0f64.powi(4),
+        other => return Err(format!("unknown size unit {other:?} in {text:?}")),
+    };
+    Ok((value * mult) as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("1024").unwrap(), 1024);
+        assert_eq!(parse_bytes("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_bytes("512 MB").unwrap(), 512_000_000);
+        assert!(parse_bytes("12 parsecs").is_err());
+    }
+
+    #[test]
+    fn flags_override_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("petrel.toml");
+        std::fs::write(
+            &path,
+            r#"
+bind = "127.0.0.1:6000"
+max_concurrent_queries = 3
+[[catalog]]
+name = "lake"
+type = "sql"
+path = "/x/catalog.db"
+[[user]]
+name = "alice"
+password_hash = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA"
+"#,
+        )
+        .unwrap();
+        let args = ServeArgs {
+            config: Some(path),
+            bind: Some("127.0.0.1:7000".parse().unwrap()),
+            warehouse: Some("/wh".into()),
+            ..Default::default()
+        };
+        let cfg = args.resolve().unwrap();
+        assert_eq!(cfg.bind.port(), 7000);
+        assert_eq!(cfg.max_concurrent_queries, 3);
+        assert_eq!(cfg.catalogs.len(), 2);
+        assert_eq!(cfg.catalogs[0].name(), "iceberg");
+        assert_eq!(cfg.users[0].name, "alice");
+    }
+}

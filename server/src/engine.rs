@@ -1,0 +1,482 @@
+//! The query engine behind the Flight SQL service.
+//!
+//! [`QueryEngine`] owns a template DataFusion `SessionState` in which every configured catalog is
+//! registered (an `IcebergCatalogProvider` per Iceberg catalog). Each statement is planned in a
+//! fresh `SessionContext` derived from it, with:
+//!
+//! - the caller's session defaults (current catalog and schema);
+//! - `SQLOptions` that refuse DDL, DML and `SET`-style statements, an allow-list of table
+//!   functions (`generate_series`, `range`) and no table factories, so SQL can neither read nor
+//!   write the server's files (no `CREATE EXTERNAL TABLE`, `COPY`, URL tables);
+//! - its own memory pool (`--query-memory-limit`): a query over the limit fails with
+//!   RESOURCE_EXHAUSTED and the server keeps serving.
+//!
+//! Execution ([`QueryEngine::execute`]) takes a permit from a semaphore
+//! (`--max-concurrent-queries`), streams batches as DataFusion produces them, and registers the
+//! query's id so CancelFlightInfo / CancelQuery can stop it. Dropping the stream (a client that
+//! disconnects) stops the work: DataFusion's tasks are aborted on drop.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use bytes::Bytes;
+use datafusion::catalog::CatalogProvider;
+use datafusion::common::{ParamValues, ScalarValue};
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::SessionStateBuilder;
+use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext, SessionState};
+use datafusion::execution::memory_pool::GreedyMemoryPool;
+use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use futures::stream::{BoxStream, Stream, StreamExt};
+use petrel_table_provider::IcebergCatalogProvider;
+use petrel_table_provider::catalog::Catalog;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tonic::Status;
+
+use crate::error::df_status;
+use crate::proto::petrel::{SessionDefaults, StatementTicket};
+use crate::sql_text::{number_placeholders, order_placeholders};
+use crate::tickets::ipc_to_batches;
+
+/// A catalog as the server sees it: Iceberg catalogs are listed through Petrel's async
+/// [`Catalog`] trait (metadata calls, primary keys); other DataFusion catalogs (tests,
+/// benchmarks) through DataFusion's `CatalogProvider`.
+#[derive(Debug, Clone)]
+pub enum CatalogSource {
+    /// An Iceberg catalog.
+    Iceberg(Arc<dyn Catalog>),
+    /// Any DataFusion catalog (in-memory tables).
+    DataFusion(Arc<dyn CatalogProvider>),
+}
+
+/// Limits and tuning for [`QueryEngine`].
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// DataFusion target partitions (None: number of cores).
+    pub target_partitions: Option<usize>,
+    /// Memory one query may use (None: unlimited).
+    pub query_memory_limit: Option<usize>,
+    /// Queries executing at once.
+    pub max_concurrent_queries: usize,
+    /// How long a query waits for an execution slot.
+    pub queue_timeout: Duration,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            target_partitions: None,
+            query_memory_limit: None,
+            max_concurrent_queries: 16,
+            queue_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Plans and runs SQL over the configured catalogs.
+pub struct QueryEngine {
+    base: SessionState,
+    catalogs: Vec<(String, CatalogSource)>,
+    options: EngineOptions,
+    permits: Arc<Semaphore>,
+    running: Arc<Mutex<HashMap<Bytes, CancellationToken>>>,
+    cancelled: Mutex<VecDeque<(Bytes, Instant)>>,
+}
+
+impl std::fmt::Debug for QueryEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryEngine")
+            .field("catalogs", &self.catalogs)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a cancelled query id is remembered (so a DoGet that arrives after the cancel is
+/// refused too).
+const CANCELLED_MEMORY: Duration = Duration::from_secs(600);
+
+/// A planned statement.
+#[derive(Debug)]
+pub struct Planned {
+    /// The DataFrame (parameters bound, if any were given).
+    pub frame: DataFrame,
+    /// The result schema as sent over Flight.
+    pub schema: SchemaRef,
+}
+
+impl QueryEngine {
+    /// An engine serving `catalogs` (name, source), in order; the first is the default catalog
+    /// unless `defaults` names another.
+    pub fn new(catalogs: Vec<(String, CatalogSource)>, options: EngineOptions) -> Self {
+        let mut config = SessionConfig::new()
+            .with_create_default_catalog_and_schema(false)
+            .with_information_schema(true);
+        if let Some(n) = options.target_partitions {
+            config = config.with_target_partitions(n.max(1));
+        }
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_table_factories(HashMap::new())
+            .with_table_functions(
+                datafusion::functions_table::all_default_table_functions()
+                    .into_iter()
+                    .map(|f| (f.name().to_string(), f))
+                    .collect(),
+            )
+            .build();
+        for (name, source) in &catalogs {
+            let provider: Arc<dyn CatalogProvider> = match source {
+                CatalogSource::Iceberg(c) => Arc::new(IcebergCatalogProvider::new(Arc::clone(c))),
+                CatalogSource::DataFusion(p) => Arc::clone(p),
+            };
+            state
+                .catalog_list()
+                .register_catalog(name.clone(), provider);
+        }
+        let permits = Arc::new(Semaphore::new(options.max_concurrent_queries.max(1)));
+        Self {
+            base: state,
+            catalogs,
+            options,
+            permits,
+            running: Arc::new(Mutex::new(HashMap::new())),
+            cancelled: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The configured catalogs, in order.
+    pub fn catalogs(&self) -> &[(String, CatalogSource)] {
+        &self.catalogs
+    }
+
+    /// The engine's limits.
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// A fresh context for one statement under `session`.
+    pub fn context(&self, session: &SessionDefaults) -> Result<SessionContext, Status> {
+        let mut config = self.base.config().clone();
+        let catalog = if session.catalog.is_empty() {
+            self.catalogs
+                .first()
+                .map(|(n, _)| n.clone())
+                .unwrap_or_else(|| "datafusion".into())
+        } else {
+            session.catalog.clone()
+        };
+        let schema = if session.schema.is_empty() {
+            "default".to_string()
+        } else {
+            session.schema.clone()
+        };
+        config = config.with_default_catalog_and_schema(catalog, schema);
+        let runtime: Arc<RuntimeEnv> = match self.options.query_memory_limit {
+            Some(limit) => RuntimeEnvBuilder::from_runtime_env(self.base.runtime_env())
+                .with_memory_pool(Arc::new(GreedyMemoryPool::new(limit)))
+                .build_arc()
+                .map_err(df_status)?,
+            None => Arc::clone(self.base.runtime_env()),
+        };
+        let state = SessionStateBuilder::new_from_existing(self.base.clone())
+            .with_config(config)
+            .with_runtime_env(runtime)
+            .build();
+        Ok(SessionContext::new_with_state(state))
+    }
+
+    /// Parses and plans `sql` (no parameters bound).
+    pub async fn plan_sql(
+        &self,
+        sql: &str,
+        session: &SessionDefaults,
+    ) -> Result<DataFrame, Status> {
+        let ctx = self.context(session)?;
+        self.plan_in(&ctx, sql).await
+    }
+
+    async fn plan_in(&self, ctx: &SessionContext, sql: &str) -> Result<DataFrame, Status> {
+        let text = number_placeholders(sql);
+        let text = petrel_table_provider::rewrite_time_travel(&text)
+            .map_err(|e| crate::error::to_status(&e))?;
+        let options = SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false);
+        ctx.sql_with_options(&text, options)
+            .await
+            .map_err(df_status)
+    }
+
+    /// Plans `sql` and binds one row of `params` (if given); returns the frame and the schema
+    /// the client will see.
+    pub async fn plan(
+        &self,
+        sql: &str,
+        session: &SessionDefaults,
+        params: Option<Vec<ScalarValue>>,
+    ) -> Result<Planned, Status> {
+        let frame = self.plan_sql(sql, session).await?;
+        let frame = match params {
+            Some(values) => bind(frame, values)?,
+            None => frame,
+        };
+        let schema = flight_schema(frame.schema().inner());
+        Ok(Planned { frame, schema })
+    }
+
+    /// The statement's parameters as a schema (fields `$1`, `$2`, …; type Null when DataFusion
+    /// cannot infer it).
+    pub fn parameter_schema(frame: &DataFrame) -> Result<Schema, Status> {
+        let types = frame
+            .logical_plan()
+            .get_parameter_types()
+            .map_err(df_status)?;
+        let mut ids: Vec<String> = types.keys().cloned().collect();
+        order_placeholders(&mut ids);
+        Ok(Schema::new(
+            ids.into_iter()
+                .map(|id| {
+                    let ty = types.get(&id).cloned().flatten().unwrap_or(DataType::Null);
+                    Field::new(id, ty, true)
+                })
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    /// Runs a ticket's statement: once, or once per bound parameter row with the results
+    /// concatenated. Returns the result schema and the stream of batches.
+    pub async fn execute(
+        &self,
+        ticket: StatementTicket,
+    ) -> Result<(SchemaRef, BoxStream<'static, Result<RecordBatch, Status>>), Status> {
+        if self.was_cancelled(&ticket.query_id) {
+            return Err(Status::cancelled("query was cancelled"));
+        }
+        let permit = self.acquire().await?;
+        let session = ticket.session.clone().unwrap_or_default();
+        let rows = param_rows(&ticket.parameters)?;
+        let token = CancellationToken::new();
+        let (schema, stream): (SchemaRef, BoxStream<'static, _>) = if rows.is_empty() {
+            let planned = self.plan(&ticket.sql, &session, None).await?;
+            let stream = planned.frame.execute_stream().await.map_err(df_status)?;
+            (planned.schema, stream.map(|r| r.map_err(df_status)).boxed())
+        } else {
+            // Plan every row up front (cheap, and a bad row fails before any data is sent).
+            let mut frames = Vec::with_capacity(rows.len());
+            let mut schema: Option<SchemaRef> = None;
+            for row in rows {
+                let planned = self.plan(&ticket.sql, &session, Some(row)).await?;
+                match &schema {
+                    None => schema = Some(Arc::clone(&planned.schema)),
+                    Some(s) if s.fields() != planned.schema.fields() => {
+                        return Err(Status::invalid_argument(
+                            "bound parameter rows give results of different types; \
+                             bind values of one type per parameter",
+                        ));
+                    }
+                    Some(_) => {}
+                }
+                frames.push(planned.frame);
+            }
+            let stream = futures::stream::iter(frames)
+                .then(|frame| async move {
+                    match frame.execute_stream().await {
+                        Ok(s) => s.map(|r| r.map_err(df_status)).boxed(),
+                        Err(e) => futures::stream::once(async move { Err(df_status(e)) }).boxed(),
+                    }
+                })
+                .flatten()
+                .boxed();
+            (schema.expect("at least one row"), stream)
+        };
+        let id = ticket.query_id.clone();
+        if !id.is_empty() {
+            self.running
+                .lock()
+                .expect("lock")
+                .insert(id.clone(), token.clone());
+        }
+        let guarded = QueryStream {
+            inner: stream,
+            cancelled: Box::pin(token.cancelled_owned()),
+            done: false,
+            _permit: permit,
+            registry: Arc::clone(&self.running),
+            id,
+        };
+        Ok((schema, guarded.boxed()))
+    }
+
+    async fn acquire(&self) -> Result<OwnedSemaphorePermit, Status> {
+        let permits = Arc::clone(&self.permits);
+        match tokio::time::timeout(self.options.queue_timeout, permits.acquire_owned()).await {
+            Ok(Ok(p)) => Ok(p),
+            _ => Err(Status::resource_exhausted(format!(
+                "server busy: {} queries are running (max_concurrent_queries) and none finished \
+                 within {}s; retry later",
+                self.options.max_concurrent_queries,
+                self.options.queue_timeout.as_secs()
+            ))),
+        }
+    }
+
+    /// Cancels the query with this id: stops it if running, refuses it if it starts later.
+    /// Returns true if it was running.
+    pub fn cancel(&self, query_id: &Bytes) -> bool {
+        {
+            let mut c = self.cancelled.lock().expect("lock");
+            c.retain(|(_, at)| at.elapsed() < CANCELLED_MEMORY);
+            if c.len() < 100_000 {
+                c.push_back((query_id.clone(), Instant::now()));
+            }
+        }
+        match self.running.lock().expect("lock").remove(query_id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn was_cancelled(&self, id: &Bytes) -> bool {
+        !id.is_empty()
+            && self
+                .cancelled
+                .lock()
+                .expect("lock")
+                .iter()
+                .any(|(c, _)| c == id)
+    }
+}
+
+/// Binds one row of values to the frame's placeholders, casting each to the type DataFusion
+/// inferred for it (clients bind Python ints as Int64 against Int32 columns, say).
+fn bind(frame: DataFrame, values: Vec<ScalarValue>) -> Result<DataFrame, Status> {
+    let types = frame
+        .logical_plan()
+        .get_parameter_types()
+        .map_err(df_status)?;
+    let mut ids: Vec<String> = types.keys().cloned().collect();
+    order_placeholders(&mut ids);
+    if ids.len() != values.len() {
+        return Err(Status::invalid_argument(format!(
+            "the statement has {} parameter(s) but {} value(s) were bound",
+            ids.len(),
+            values.len()
+        )));
+    }
+    let mut bound = Vec::with_capacity(values.len());
+    for (i, (id, value)) in ids.iter().zip(values).enumerate() {
+        if id != &format!("${}", i + 1) {
+            return Err(Status::invalid_argument(format!(
+                "parameters must be numbered $1..${} (found {id})",
+                ids.len()
+            )));
+        }
+        let value = match types.get(id).cloned().flatten() {
+            Some(ty) if ty != value.data_type() && !value.is_null() => {
+                value.cast_to(&ty).map_err(|_| {
+                    Status::invalid_argument(format!(
+                        "parameter {id}: a {} value ({value}) cannot be used where {ty} is expected",
+                        value.data_type()
+                    ))
+                })?
+            }
+            Some(ty) if value.is_null() => ScalarValue::try_from(&ty).unwrap_or(value),
+            _ => value,
+        };
+        bound.push(value);
+    }
+    frame
+        .with_param_values(ParamValues::from(bound))
+        .map_err(df_status)
+}
+
+/// Rows of bound parameters from a ticket's IPC bytes.
+fn param_rows(ipc: &[u8]) -> Result<Vec<Vec<ScalarValue>>, Status> {
+    let mut rows = Vec::new();
+    for batch in ipc_to_batches(ipc)? {
+        for r in 0..batch.num_rows() {
+            let row = batch
+                .columns()
+                .iter()
+                .map(|c| ScalarValue::try_from_array(c, r))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(df_status)?;
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// The schema a Flight client sees for a plan: dictionary columns are sent hydrated.
+pub fn flight_schema(schema: &SchemaRef) -> SchemaRef {
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| matches!(f.data_type(), DataType::Dictionary(..)))
+    {
+        return Arc::clone(schema);
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            DataType::Dictionary(_, v) => f.as_ref().clone().with_data_type(v.as_ref().clone()),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// A query's result stream: ends with CANCELLED when the query is cancelled, releases its
+/// execution permit and its cancellation entry when dropped.
+struct QueryStream {
+    inner: BoxStream<'static, Result<RecordBatch, Status>>,
+    cancelled: Pin<Box<WaitForCancellationFutureOwned>>,
+    done: bool,
+    _permit: OwnedSemaphorePermit,
+    registry: Arc<Mutex<HashMap<Bytes, CancellationToken>>>,
+    id: Bytes,
+}
+
+impl Stream for QueryStream {
+    type Item = Result<RecordBatch, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.done {
+            return Poll::Ready(None);
+        }
+        if self.cancelled.as_mut().poll(cx).is_ready() {
+            self.done = true;
+            return Poll::Ready(Some(Err(Status::cancelled(
+                "query cancelled (CancelFlightInfo / CancelQuery)",
+            ))));
+        }
+        let next = self.inner.poll_next_unpin(cx);
+        if let Poll::Ready(None) | Poll::Ready(Some(Err(_))) = &next {
+            self.done = true;
+        }
+        next
+    }
+}
+
+impl Drop for QueryStream {
+    fn drop(&mut self) {
+        if !self.id.is_empty()
+            && let Ok(mut r) = self.registry.lock()
+        {
+            r.remove(&self.id);
+        }
+    }
+}

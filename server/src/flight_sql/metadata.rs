@@ -1,0 +1,383 @@
+//! Metadata commands: GetCatalogs, GetDbSchemas, GetTables (with `include_schema`),
+//! GetTableTypes, GetPrimaryKeys (Iceberg identifier fields), and the foreign-key family
+//! (GetExportedKeys / GetImportedKeys / GetCrossReference: well-formed and empty, Iceberg has
+//! no foreign keys).
+//!
+//! Iceberg catalogs are listed through Petrel's async `Catalog` trait (never DataFusion's sync
+//! catalog API, which would block on IO). A table whose metadata cannot be loaded is skipped
+//! with a warning instead of failing the whole listing, so one broken table does not blank
+//! a BI tool's navigator.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use arrow::array::{ArrayRef, Int32Builder, RecordBatch, StringBuilder};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow_flight::sql::metadata::{GetCatalogsBuilder, GetTablesBuilder};
+use arrow_flight::sql::{CommandGetDbSchemas, CommandGetTables};
+use petrel_table_provider::catalog::{Namespace, TableIdent};
+use tonic::Status;
+
+use crate::engine::{CatalogSource, QueryEngine};
+use crate::error::to_status;
+use crate::flight_sql::xdbc::{precision_scale, sql_type_name};
+
+/// Table types Petrel reports.
+pub(crate) const TABLE_TYPES: &[&str] = &["TABLE", "VIEW"];
+
+/// One table found by a listing.
+#[derive(Debug, Clone)]
+pub(crate) struct TableEntry {
+    pub(crate) catalog: String,
+    pub(crate) schema: String,
+    pub(crate) table: String,
+}
+
+/// SQL LIKE with `%` and `_` (and `\` escaping the next character).
+pub(crate) fn like(pattern: &str, text: &str) -> bool {
+    fn go(p: &[char], t: &[char]) -> bool {
+        match p.first() {
+            None => t.is_empty(),
+            Some('%') => (0..=t.len()).any(|i| go(&p[1..], &t[i..])),
+            Some('_') => !t.is_empty() && go(&p[1..], &t[1..]),
+            Some('\\') if p.len() > 1 => t.first() == Some(&p[1]) && go(&p[2..], &t[1..]),
+            Some(c) => t.first() == Some(c) && go(&p[1..], &t[1..]),
+        }
+    }
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    go(&p, &t)
+}
+
+fn matches(pattern: &Option<String>, text: &str) -> bool {
+    pattern.as_ref().is_none_or(|p| like(p, text))
+}
+
+fn catalogs_matching<'a>(
+    engine: &'a QueryEngine,
+    catalog: &Option<String>,
+) -> impl Iterator<Item = &'a (String, CatalogSource)> {
+    let filter = catalog.clone();
+    engine
+        .catalogs()
+        .iter()
+        .filter(move |(name, _)| filter.as_ref().is_none_or(|c| c == name))
+}
+
+/// Schema (namespace) names of one catalog.
+async fn schema_names(source: &CatalogSource) -> Result<Vec<String>, Status> {
+    match source {
+        CatalogSource::Iceberg(c) => Ok(c
+            .list_namespaces()
+            .await
+            .map_err(|e| to_status(&e))?
+            .iter()
+            .map(Namespace::dotted)
+            .collect()),
+        CatalogSource::DataFusion(p) => Ok(p.schema_names()),
+    }
+}
+
+/// Table names of one schema.
+async fn table_names(source: &CatalogSource, schema: &str) -> Result<Vec<String>, Status> {
+    match source {
+        CatalogSource::Iceberg(c) => Ok(c
+            .list_tables(&Namespace::from_dotted(schema))
+            .await
+            .map_err(|e| to_status(&e))?
+            .into_iter()
+            .map(|t| t.name)
+            .collect()),
+        CatalogSource::DataFusion(p) => Ok(p
+            .schema(schema)
+            .map(|s| s.table_names())
+            .unwrap_or_default()),
+    }
+}
+
+/// A table's Arrow schema (with field ids and real nullability for Iceberg tables).
+async fn table_schema(
+    source: &CatalogSource,
+    schema: &str,
+    table: &str,
+) -> Result<SchemaRef, Status> {
+    match source {
+        CatalogSource::Iceberg(c) => {
+            let ident = TableIdent::new(Namespace::from_dotted(schema), table);
+            let loaded = c.load_table(&ident).await.map_err(|e| to_status(&e))?;
+            loaded.arrow_schema().map_err(|e| to_status(&e))
+        }
+        CatalogSource::DataFusion(p) => {
+            let s = p
+                .schema(schema)
+                .ok_or_else(|| Status::not_found(format!("schema {schema} not found")))?;
+            let t = s
+                .table(table)
+                .await
+                .map_err(|e| to_status(&e))?
+                .ok_or_else(|| Status::not_found(format!("table {schema}.{table} not found")))?;
+            Ok(t.schema())
+        }
+    }
+}
+
+/// Catalog names.
+pub(crate) fn catalogs(engine: &QueryEngine) -> Result<RecordBatch, Status> {
+    let mut b = GetCatalogsBuilder::new();
+    for (name, _) in engine.catalogs() {
+        b.append(name);
+    }
+    b.build().map_err(|e| to_status(&e))
+}
+
+/// Schema names, filtered.
+pub(crate) async fn db_schemas(
+    engine: &QueryEngine,
+    cmd: CommandGetDbSchemas,
+) -> Result<RecordBatch, Status> {
+    let catalog = cmd.catalog.clone();
+    let pattern = cmd.db_schema_filter_pattern.clone();
+    let mut b = cmd.into_builder();
+    for (name, source) in catalogs_matching(engine, &catalog) {
+        for s in schema_names(source).await? {
+            if matches(&pattern, &s) {
+                b.append(name, s);
+            }
+        }
+    }
+    b.build().map_err(|e| to_status(&e))
+}
+
+/// Lists tables matching the filters.
+pub(crate) async fn list_tables(
+    engine: &QueryEngine,
+    catalog: &Option<String>,
+    schema_pattern: &Option<String>,
+    table_pattern: &Option<String>,
+) -> Result<Vec<(TableEntry, CatalogSource)>, Status> {
+    let mut out = Vec::new();
+    for (name, source) in catalogs_matching(engine, catalog) {
+        for s in schema_names(source).await? {
+            if !matches(schema_pattern, &s) {
+                continue;
+            }
+            for t in table_names(source, &s).await? {
+                if matches(table_pattern, &t) {
+                    out.push((
+                        TableEntry {
+                            catalog: name.clone(),
+                            schema: s.clone(),
+                            table: t,
+                        },
+                        source.clone(),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// GetTables, with each table's schema when asked (`include_schema`).
+pub(crate) async fn tables(
+    engine: &QueryEngine,
+    cmd: CommandGetTables,
+) -> Result<RecordBatch, Status> {
+    let include_schema = cmd.include_schema;
+    let wants_tables = cmd.table_types.is_empty()
+        || cmd
+            .table_types
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case("TABLE"));
+    let found = list_tables(
+        engine,
+        &cmd.catalog,
+        &cmd.db_schema_filter_pattern,
+        &cmd.table_name_filter_pattern,
+    )
+    .await?;
+    let mut b: GetTablesBuilder = cmd.into_builder();
+    if !wants_tables {
+        return b.build().map_err(|e| to_status(&e));
+    }
+    let empty = Schema::empty();
+    for (entry, source) in found {
+        if include_schema {
+            match table_schema(&source, &entry.schema, &entry.table).await {
+                Ok(schema) => {
+                    let annotated = annotate_schema(&schema, &entry);
+                    b.append(
+                        &entry.catalog,
+                        &entry.schema,
+                        &entry.table,
+                        "TABLE",
+                        &annotated,
+                    )
+                    .map_err(|e| to_status(&e))?;
+                }
+                Err(status) => tracing::warn!(
+                    table = %format!("{}.{}.{}", entry.catalog, entry.schema, entry.table),
+                    error = %status.message(),
+                    "GetTables: skipping a table whose schema cannot be loaded"
+                ),
+            }
+        } else {
+            b.append(&entry.catalog, &entry.schema, &entry.table, "TABLE", &empty)
+                .map_err(|e| to_status(&e))?;
+        }
+    }
+    b.build().map_err(|e| to_status(&e))
+}
+
+/// Adds Flight SQL column metadata (`ARROW:FLIGHT:SQL:*`) to a table's fields.
+pub(crate) fn annotate_schema(schema: &Schema, entry: &TableEntry) -> Schema {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut md: HashMap<String, String> = f.metadata().clone();
+            let dt = f.data_type();
+            let (precision, scale) = precision_scale(dt);
+            let put = |md: &mut HashMap<String, String>, k: &str, v: String| {
+                md.insert(format!("ARROW:FLIGHT:SQL:{k}"), v);
+            };
+            put(&mut md, "CATALOG_NAME", entry.catalog.clone());
+            put(&mut md, "SCHEMA_NAME", entry.schema.clone());
+            put(&mut md, "TABLE_NAME", entry.table.clone());
+            put(&mut md, "TYPE_NAME", sql_type_name(dt));
+            if let Some(p) = precision {
+                put(&mut md, "PRECISION", p.to_string());
+            }
+            if let Some(s) = scale {
+                put(&mut md, "SCALE", s.to_string());
+            }
+            put(&mut md, "IS_AUTO_INCREMENT", "0".into());
+            put(
+                &mut md,
+                "IS_CASE_SENSITIVE",
+                if matches!(
+                    dt,
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                ) {
+                    "1".into()
+                } else {
+                    "0".into()
+                },
+            );
+            put(&mut md, "IS_READ_ONLY", "1".into());
+            put(&mut md, "IS_SEARCHABLE", "1".into());
+            if let Some(doc) = f
+                .metadata()
+                .get("PARQUET:field_doc")
+                .or(f.metadata().get("doc"))
+            {
+                put(&mut md, "REMARKS", doc.clone());
+            }
+            f.as_ref().clone().with_metadata(md)
+        })
+        .collect();
+    Schema::new_with_metadata(fields, schema.metadata().clone())
+}
+
+/// Schema of GetPrimaryKeys results.
+pub(crate) static PRIMARY_KEYS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new("catalog_name", DataType::Utf8, true),
+        Field::new("db_schema_name", DataType::Utf8, true),
+        Field::new("table_name", DataType::Utf8, false),
+        Field::new("column_name", DataType::Utf8, false),
+        Field::new("key_name", DataType::Utf8, true),
+        Field::new("key_sequence", DataType::Int32, false),
+    ]))
+});
+
+/// Schema of GetExportedKeys / GetImportedKeys / GetCrossReference results.
+pub(crate) static FOREIGN_KEYS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new("pk_catalog_name", DataType::Utf8, true),
+        Field::new("pk_db_schema_name", DataType::Utf8, true),
+        Field::new("pk_table_name", DataType::Utf8, false),
+        Field::new("pk_column_name", DataType::Utf8, false),
+        Field::new("fk_catalog_name", DataType::Utf8, true),
+        Field::new("fk_db_schema_name", DataType::Utf8, true),
+        Field::new("fk_table_name", DataType::Utf8, false),
+        Field::new("fk_column_name", DataType::Utf8, false),
+        Field::new("key_sequence", DataType::Int32, false),
+        Field::new("fk_key_name", DataType::Utf8, true),
+        Field::new("pk_key_name", DataType::Utf8, true),
+        Field::new("update_rule", DataType::UInt8, false),
+        Field::new("delete_rule", DataType::UInt8, false),
+    ]))
+});
+
+/// GetPrimaryKeys: an Iceberg table's identifier fields, in schema order.
+pub(crate) async fn primary_keys(
+    engine: &QueryEngine,
+    catalog: Option<String>,
+    schema: Option<String>,
+    table: String,
+    default_catalog: &str,
+    default_schema: &str,
+) -> Result<RecordBatch, Status> {
+    let catalog = catalog.unwrap_or_else(|| default_catalog.to_string());
+    let schema = schema.unwrap_or_else(|| default_schema.to_string());
+    let source = engine
+        .catalogs()
+        .iter()
+        .find(|(n, _)| *n == catalog)
+        .map(|(_, s)| s.clone())
+        .ok_or_else(|| Status::not_found(format!("catalog {catalog:?} not found")))?;
+    let mut names: Vec<String> = Vec::new();
+    if let CatalogSource::Iceberg(c) = &source {
+        let ident = TableIdent::new(Namespace::from_dotted(&schema), table.clone());
+        let loaded = c.load_table(&ident).await.map_err(|e| to_status(&e))?;
+        let iceberg_schema = loaded.metadata().current_schema();
+        for id in iceberg_schema.identifier_field_ids() {
+            if let Some(name) = iceberg_schema.name_by_field_id(id) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    let mut cat = StringBuilder::new();
+    let mut sch = StringBuilder::new();
+    let mut tab = StringBuilder::new();
+    let mut col = StringBuilder::new();
+    let mut key = StringBuilder::new();
+    let mut seq = Int32Builder::new();
+    for (i, n) in names.iter().enumerate() {
+        cat.append_value(&catalog);
+        sch.append_value(&schema);
+        tab.append_value(&table);
+        col.append_value(n);
+        key.append_null();
+        seq.append_value(i as i32 + 1);
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(cat.finish()),
+        Arc::new(sch.finish()),
+        Arc::new(tab.finish()),
+        Arc::new(col.finish()),
+        Arc::new(key.finish()),
+        Arc::new(seq.finish()),
+    ];
+    RecordBatch::try_new(Arc::clone(&PRIMARY_KEYS_SCHEMA), columns).map_err(|e| to_status(&e))
+}
+
+/// An empty foreign-key result.
+pub(crate) fn no_foreign_keys() -> RecordBatch {
+    RecordBatch::new_empty(Arc::clone(&FOREIGN_KEYS_SCHEMA))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::like;
+
+    #[test]
+    fn like_patterns() {
+        assert!(like("%", "anything"));
+        assert!(like("v2\\_%", "v2_mor"));
+        assert!(!like("v2\\_%", "v2xmor"));
+        assert!(like("py_ceberg%", "pyiceberg_cow"));
+        assert!(!like("db", "dbx"));
+    }
+}

@@ -1,0 +1,469 @@
+//! The Flight SQL service.
+//!
+//! [`PetrelFlightSql`] implements arrow-flight's `FlightSqlService`; each command family lives
+//! in its own file and this impl only dispatches:
+//!
+//! - [`statement`]: `CommandStatementQuery` → GetFlightInfo (plan) → DoGet (stream)
+//! - [`prepared`]: create / bind (DoPut) / execute / close with stateless handles
+//! - [`metadata`]: catalogs, schemas, tables, table types, primary and foreign keys
+//! - [`sql_info`], [`xdbc`]: GetSqlInfo and GetXdbcTypeInfo tables
+//!
+//! arrow-flight's blanket `FlightService` impl leaves out GetSchema, PollFlightInfo,
+//! CancelFlightInfo and the session-option actions, and has no auth hook: [`service`] wraps
+//! it in [`service::PetrelService`], the type actually served.
+
+pub mod metadata;
+pub mod prepared;
+pub mod service;
+pub mod sql_info;
+pub mod statement;
+pub mod xdbc;
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow_flight::sql::metadata::{SqlInfoData, XdbcTypeInfoData};
+use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::{
+    ActionCancelQueryRequest, ActionCancelQueryResult, ActionClosePreparedStatementRequest,
+    ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, CommandGetCatalogs,
+    CommandGetCrossReference, CommandGetDbSchemas, CommandGetExportedKeys, CommandGetImportedKeys,
+    CommandGetPrimaryKeys, CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables,
+    CommandGetXdbcTypeInfo, CommandPreparedStatementQuery, CommandPreparedStatementUpdate,
+    CommandStatementIngest, CommandStatementQuery, CommandStatementUpdate,
+    DoPutPreparedStatementResult, ProstMessageExt, SqlInfo, TicketStatementQuery,
+};
+use arrow_flight::{Action, ActionType, FlightDescriptor, FlightInfo, Ticket};
+use prost::Message;
+use tonic::{Request, Response, Status};
+
+use crate::engine::QueryEngine;
+use crate::error::to_status;
+use crate::session::SessionStore;
+use crate::tickets::decode_statement;
+use statement::{DoGetStream, flight_info, one_batch};
+
+/// Action names beyond the Flight SQL trait that [`service::PetrelService`] answers.
+pub(crate) const CUSTOM_ACTIONS: &[(&str, &str)] = &[
+    (
+        "CancelFlightInfo",
+        "Cancel a running query. Request: CancelFlightInfoRequest; result: CancelFlightInfoResult",
+    ),
+    (
+        "SetSessionOptions",
+        "Set session options (catalog, schema). Request: SetSessionOptionsRequest",
+    ),
+    (
+        "GetSessionOptions",
+        "Get session options. Request: GetSessionOptionsRequest",
+    ),
+    (
+        "CloseSession",
+        "Close the session. Request: CloseSessionRequest",
+    ),
+];
+
+/// Petrel's Flight SQL command handlers.
+pub struct PetrelFlightSql {
+    engine: Arc<QueryEngine>,
+    sessions: Arc<SessionStore>,
+    sql_info: SqlInfoData,
+    xdbc: XdbcTypeInfoData,
+}
+
+impl std::fmt::Debug for PetrelFlightSql {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PetrelFlightSql")
+            .field("engine", &self.engine)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PetrelFlightSql {
+    /// Handlers over `engine`, with sessions from `sessions`.
+    pub fn new(engine: Arc<QueryEngine>, sessions: Arc<SessionStore>) -> Self {
+        Self {
+            engine,
+            sessions,
+            sql_info: sql_info::sql_info_data(),
+            xdbc: xdbc::xdbc_type_info_data(),
+        }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Arc<QueryEngine> {
+        &self.engine
+    }
+
+    /// The session store.
+    pub fn sessions(&self) -> &Arc<SessionStore> {
+        &self.sessions
+    }
+
+    /// A FlightInfo whose ticket is the command itself (metadata commands are cheap and
+    /// deterministic, so DoGet recomputes them).
+    fn command_info(
+        &self,
+        command: impl ProstMessageExt,
+        schema: &arrow::datatypes::Schema,
+        descriptor: FlightDescriptor,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let ticket = Ticket {
+            ticket: command.as_any().encode_to_vec().into(),
+        };
+        Ok(Response::new(flight_info(schema, ticket, descriptor)?))
+    }
+
+    fn batch(result: Result<RecordBatch, Status>) -> Result<Response<DoGetStream>, Status> {
+        Ok(Response::new(one_batch(result?)))
+    }
+
+    fn default_names(&self) -> (String, String) {
+        let d = self.sessions.server_defaults();
+        (d.catalog.clone(), d.schema.clone())
+    }
+}
+
+fn read_only(what: &str) -> Status {
+    Status::permission_denied(format!(
+        "{what}: Petrel is read-only for now (only queries are accepted)"
+    ))
+}
+
+#[tonic::async_trait]
+impl FlightSqlService for PetrelFlightSql {
+    type FlightService = PetrelFlightSql;
+
+    // ---- statements ------------------------------------------------------------------------
+
+    async fn get_flight_info_statement(
+        &self,
+        query: CommandStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        if query.transaction_id.is_some() {
+            return Err(Status::invalid_argument("transactions are not supported"));
+        }
+        let session = self.sessions.current(request.metadata());
+        let (info, _) =
+            statement::plan_statement(&self.engine, &query.query, session, request.into_inner())
+                .await?;
+        Ok(Response::new(info))
+    }
+
+    async fn do_get_statement(
+        &self,
+        ticket: TicketStatementQuery,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let t = decode_statement(&ticket.statement_handle)?;
+        Ok(Response::new(
+            statement::execute_ticket(&self.engine, t).await?,
+        ))
+    }
+
+    async fn do_get_fallback(
+        &self,
+        _request: Request<Ticket>,
+        message: arrow_flight::sql::Any,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Err(Status::invalid_argument(format!(
+            "unknown ticket type {:?}: tickets come from GetFlightInfo",
+            message.type_url
+        )))
+    }
+
+    async fn do_put_statement_update(
+        &self,
+        _ticket: CommandStatementUpdate,
+        _request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        Err(read_only("updates"))
+    }
+
+    async fn do_put_statement_ingest(
+        &self,
+        _ticket: CommandStatementIngest,
+        _request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        Err(read_only("bulk ingest"))
+    }
+
+    // ---- prepared statements ---------------------------------------------------------------
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        request: Request<Action>,
+    ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        let session = self.sessions.current(request.metadata());
+        prepared::create(&self.engine, query, session).await
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        _query: ActionClosePreparedStatementRequest,
+        _request: Request<Action>,
+    ) -> Result<(), Status> {
+        // Handles are stateless: nothing to free.
+        Ok(())
+    }
+
+    async fn do_put_prepared_statement_query(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<PeekableFlightDataStream>,
+    ) -> Result<DoPutPreparedStatementResult, Status> {
+        prepared::bind(&self.engine, query, request.into_inner()).await
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        cmd: CommandPreparedStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        Ok(Response::new(
+            prepared::flight_info_for(&self.engine, cmd, request.into_inner()).await?,
+        ))
+    }
+
+    async fn do_get_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Ok(Response::new(prepared::execute(&self.engine, query).await?))
+    }
+
+    async fn do_put_prepared_statement_update(
+        &self,
+        _query: CommandPreparedStatementUpdate,
+        _request: Request<PeekableFlightDataStream>,
+    ) -> Result<i64, Status> {
+        Err(read_only("updates"))
+    }
+
+    // ---- metadata --------------------------------------------------------------------------
+
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.into_builder().schema();
+        self.command_info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        _query: CommandGetCatalogs,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Self::batch(metadata::catalogs(&self.engine))
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        self.command_info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Self::batch(metadata::db_schemas(&self.engine, query).await)
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder().schema();
+        self.command_info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Self::batch(metadata::tables(&self.engine, query).await)
+    }
+
+    async fn get_flight_info_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.into_builder().schema();
+        self.command_info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let mut b = query.into_builder();
+        for t in metadata::TABLE_TYPES {
+            b.append(t);
+        }
+        Self::batch(b.build().map_err(|e| to_status(&e)))
+    }
+
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.clone().into_builder(&self.sql_info).schema();
+        self.command_info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Self::batch(
+            query
+                .into_builder(&self.sql_info)
+                .build()
+                .map_err(|e| to_status(&e)),
+        )
+    }
+
+    async fn get_flight_info_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        let schema = query.into_builder(&self.xdbc).schema();
+        self.command_info(query, &schema, request.into_inner())
+    }
+
+    async fn do_get_xdbc_type_info(
+        &self,
+        query: CommandGetXdbcTypeInfo,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Self::batch(
+            query
+                .into_builder(&self.xdbc)
+                .build()
+                .map_err(|e| to_status(&e)),
+        )
+    }
+
+    async fn get_flight_info_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.command_info(query, &metadata::PRIMARY_KEYS_SCHEMA, request.into_inner())
+    }
+
+    async fn do_get_primary_keys(
+        &self,
+        query: CommandGetPrimaryKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        let (dc, ds) = self.default_names();
+        Self::batch(
+            metadata::primary_keys(
+                &self.engine,
+                query.catalog,
+                query.db_schema,
+                query.table,
+                &dc,
+                &ds,
+            )
+            .await,
+        )
+    }
+
+    async fn get_flight_info_exported_keys(
+        &self,
+        query: CommandGetExportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.command_info(query, &metadata::FOREIGN_KEYS_SCHEMA, request.into_inner())
+    }
+
+    async fn do_get_exported_keys(
+        &self,
+        _query: CommandGetExportedKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Self::batch(Ok(metadata::no_foreign_keys()))
+    }
+
+    async fn get_flight_info_imported_keys(
+        &self,
+        query: CommandGetImportedKeys,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.command_info(query, &metadata::FOREIGN_KEYS_SCHEMA, request.into_inner())
+    }
+
+    async fn do_get_imported_keys(
+        &self,
+        _query: CommandGetImportedKeys,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Self::batch(Ok(metadata::no_foreign_keys()))
+    }
+
+    async fn get_flight_info_cross_reference(
+        &self,
+        query: CommandGetCrossReference,
+        request: Request<FlightDescriptor>,
+    ) -> Result<Response<FlightInfo>, Status> {
+        self.command_info(query, &metadata::FOREIGN_KEYS_SCHEMA, request.into_inner())
+    }
+
+    async fn do_get_cross_reference(
+        &self,
+        _query: CommandGetCrossReference,
+        _request: Request<Ticket>,
+    ) -> Result<Response<DoGetStream>, Status> {
+        Self::batch(Ok(metadata::no_foreign_keys()))
+    }
+
+    // ---- actions ---------------------------------------------------------------------------
+
+    async fn do_action_cancel_query(
+        &self,
+        query: ActionCancelQueryRequest,
+        _request: Request<Action>,
+    ) -> Result<ActionCancelQueryResult, Status> {
+        let info = FlightInfo::decode(query.info)
+            .map_err(|e| Status::invalid_argument(format!("malformed FlightInfo: {e}")))?;
+        let status = service::cancel_info(&self.engine, &info)?;
+        Ok(ActionCancelQueryResult {
+            result: status as i32,
+        })
+    }
+
+    async fn list_custom_actions(&self) -> Option<Vec<Result<ActionType, Status>>> {
+        Some(
+            CUSTOM_ACTIONS
+                .iter()
+                .map(|(t, d)| {
+                    Ok(ActionType {
+                        r#type: t.to_string(),
+                        description: d.to_string(),
+                    })
+                })
+                .collect(),
+        )
+    }
+
+    async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}

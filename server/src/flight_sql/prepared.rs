@@ -1,0 +1,174 @@
+//! Prepared statements with stateless handles.
+//!
+//! The handle is a `PreparedStatementHandle` (SQL text, session defaults, bound parameters),
+//! so closing is a no-op and any server can use any handle. Binding (DoPut) returns a new
+//! handle with the parameter rows inside (`DoPutPreparedStatementResult`); with several rows
+//! the statement runs once per row and the results are concatenated.
+//!
+//! The JDBC driver sends every statement through here and decides "query or update" from the
+//! dataset schema: queries always have columns, and statements that are not queries are
+//! refused when the statement is created (Petrel is read-only until the write path lands).
+
+use arrow::datatypes::Schema;
+use arrow::ipc::writer::IpcWriteOptions;
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::error::FlightError;
+use arrow_flight::sql::server::PeekableFlightDataStream;
+use arrow_flight::sql::{
+    ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult,
+    CommandPreparedStatementQuery, DoPutPreparedStatementResult,
+};
+use arrow_flight::{FlightDescriptor, FlightInfo, IpcMessage, SchemaAsIpc};
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use tonic::Status;
+
+use crate::engine::{QueryEngine, flight_schema};
+use crate::error::to_status;
+use crate::flight_sql::statement::{DoGetStream, execute_ticket, flight_info};
+use crate::proto::petrel::{PreparedStatementHandle, SessionDefaults};
+use crate::tickets::{
+    FORMAT_VERSION, batches_to_ipc, decode_handle, encode_handle, ipc_to_batches, statement_ticket,
+    to_flight_ticket,
+};
+
+/// Bound parameters travel inside handles and tickets; keep them well under gRPC's message
+/// limits.
+const MAX_PARAMETER_BYTES: usize = 8 * 1024 * 1024;
+
+fn schema_bytes(schema: &Schema) -> Result<Bytes, Status> {
+    let msg: IpcMessage = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
+        .try_into()
+        .map_err(|e: arrow::error::ArrowError| to_status(&e))?;
+    Ok(msg.0)
+}
+
+/// CreatePreparedStatement: plans the SQL and returns the handle and both schemas.
+pub(crate) async fn create(
+    engine: &QueryEngine,
+    req: ActionCreatePreparedStatementRequest,
+    session: SessionDefaults,
+) -> Result<ActionCreatePreparedStatementResult, Status> {
+    if req.transaction_id.is_some() {
+        return Err(Status::invalid_argument(
+            "transactions are not supported (Petrel is read-only)",
+        ));
+    }
+    let frame = engine.plan_sql(&req.query, &session).await?;
+    let dataset = flight_schema(frame.schema().inner());
+    let params = QueryEngine::parameter_schema(&frame)?;
+    let handle = PreparedStatementHandle {
+        version: FORMAT_VERSION,
+        sql: req.query,
+        session: Some(session),
+        parameters: Bytes::new(),
+    };
+    Ok(ActionCreatePreparedStatementResult {
+        prepared_statement_handle: encode_handle(&handle),
+        dataset_schema: schema_bytes(&dataset)?,
+        parameter_schema: schema_bytes(&params)?,
+    })
+}
+
+/// DoPut(CommandPreparedStatementQuery): binds parameter rows, returns the new handle.
+pub(crate) async fn bind(
+    engine: &QueryEngine,
+    cmd: CommandPreparedStatementQuery,
+    stream: PeekableFlightDataStream,
+) -> Result<DoPutPreparedStatementResult, Status> {
+    let mut handle = decode_handle(&cmd.prepared_statement_handle)?;
+    let mut decoded =
+        FlightRecordBatchStream::new_from_flight_data(stream.map_err(FlightError::from));
+    let mut batches = Vec::new();
+    let mut size = 0usize;
+    while let Some(batch) = decoded.next().await {
+        let batch = batch.map_err(|e| {
+            Status::invalid_argument(format!("cannot decode bound parameters: {e}"))
+        })?;
+        size += batch.get_array_memory_size();
+        if size > MAX_PARAMETER_BYTES {
+            return Err(Status::invalid_argument(format!(
+                "bound parameters exceed {} MiB; bind fewer rows per execution",
+                MAX_PARAMETER_BYTES >> 20
+            )));
+        }
+        if batch.num_rows() > 0 {
+            batches.push(batch);
+        }
+    }
+    let session = handle.session.clone().unwrap_or_default();
+    let frame = engine.plan_sql(&handle.sql, &session).await?;
+    let expected = QueryEngine::parameter_schema(&frame)?.fields().len();
+    if let Some(schema) = decoded.schema() {
+        if schema.fields().len() != expected {
+            return Err(Status::invalid_argument(format!(
+                "the statement has {expected} parameter(s) but {} were bound",
+                schema.fields().len()
+            )));
+        }
+        handle.parameters = if batches.is_empty() {
+            Bytes::new()
+        } else {
+            batches_to_ipc(schema, &batches)?
+        };
+    }
+    // Check the first row binds (types) now rather than at execution.
+    if let Some(first) = first_row(&handle.parameters)? {
+        engine.plan(&handle.sql, &session, Some(first)).await?;
+    }
+    Ok(DoPutPreparedStatementResult {
+        prepared_statement_handle: Some(encode_handle(&handle)),
+    })
+}
+
+fn first_row(ipc: &[u8]) -> Result<Option<Vec<datafusion::scalar::ScalarValue>>, Status> {
+    for batch in ipc_to_batches(ipc)? {
+        if batch.num_rows() > 0 {
+            return batch
+                .columns()
+                .iter()
+                .map(|c| datafusion::scalar::ScalarValue::try_from_array(c, 0))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some)
+                .map_err(crate::error::df_status);
+        }
+    }
+    Ok(None)
+}
+
+/// GetFlightInfo(CommandPreparedStatementQuery): the schema after binding and a ticket.
+pub(crate) async fn flight_info_for(
+    engine: &QueryEngine,
+    cmd: CommandPreparedStatementQuery,
+    descriptor: FlightDescriptor,
+) -> Result<FlightInfo, Status> {
+    let handle = decode_handle(&cmd.prepared_statement_handle)?;
+    let session = handle.session.clone().unwrap_or_default();
+    let first = first_row(&handle.parameters)?;
+    if first.is_none() {
+        let frame = engine.plan_sql(&handle.sql, &session).await?;
+        let n = QueryEngine::parameter_schema(&frame)?.fields().len();
+        if n > 0 {
+            return Err(Status::invalid_argument(format!(
+                "the statement has {n} parameter(s) but no values were bound (DoPut)"
+            )));
+        }
+    }
+    let planned = engine.plan(&handle.sql, &session, first).await?;
+    let ticket = statement_ticket(&handle.sql, session, handle.parameters.clone());
+    flight_info(&planned.schema, to_flight_ticket(&ticket), descriptor)
+}
+
+/// DoGet with a `CommandPreparedStatementQuery` as the ticket (some clients send that).
+pub(crate) async fn execute(
+    engine: &QueryEngine,
+    cmd: CommandPreparedStatementQuery,
+) -> Result<DoGetStream, Status> {
+    let handle = decode_handle(&cmd.prepared_statement_handle)?;
+    let ticket = statement_ticket(
+        &handle.sql,
+        handle.session.clone().unwrap_or_default(),
+        handle.parameters.clone(),
+    );
+    execute_ticket(engine, ticket).await
+}

@@ -1,0 +1,59 @@
+//! # petrel-server: the Flight SQL front door of Petrel
+//!
+//! The binary `petrel` (see `main.rs`, the composition root) serves Apache Iceberg tables over
+//! Arrow Flight SQL. This crate is organised so that one request can be followed top to bottom:
+//!
+//! ```text
+//! gRPC request
+//!   │  flight_sql::service   FlightService wrapper: auth check on every call, GetSchema,
+//!   │                        PollFlightInfo, CancelFlightInfo, session options; delegates the rest
+//!   ▼
+//! flight_sql::PetrelFlightSql  arrow-flight's FlightSqlService, one file per command family:
+//!   │   statement.rs (query → FlightInfo → DoGet), prepared.rs (stateless handles, DoPut params),
+//!   │   metadata.rs (catalogs, schemas, tables, keys), sql_info.rs, xdbc.rs
+//!   ▼
+//! engine::QueryEngine     DataFusion SessionState with one IcebergCatalogProvider per catalog,
+//!   │                     SQL safety options, per-query memory pool, concurrency permits,
+//!   │                     cancellation registry
+//!   ▼
+//! petrel_table_provider   catalogs, scan planning, Iceberg → Arrow
+//! ```
+//!
+//! - [`config`]: clap flags (each with a `PETREL_*` env var) merged over an optional TOML file.
+//! - [`auth`]: Basic → bearer-token handshake, Argon2 password hashes, HMAC-signed tokens.
+//! - [`session`]: Flight session options (current catalog and schema) keyed by cookie.
+//! - [`error`]: the one function that maps any error to a gRPC [`tonic::Status`].
+//! - [`tickets`]: Petrel's protobuf tickets and prepared-statement handles (`proto/`).
+//! - [`demo`]: the embedded default warehouse with a demo table.
+//! - [`server`]: binds, TLS, graceful shutdown.
+
+pub mod auth;
+pub mod config;
+pub mod demo;
+pub mod engine;
+pub mod error;
+pub mod flight_sql;
+pub mod server;
+pub mod session;
+pub mod sql_text;
+pub mod telemetry;
+pub mod tickets;
+
+/// Generated protobuf code (`proto/*.proto`).
+pub mod proto {
+    /// Petrel's own messages: tickets and prepared-statement handles.
+    #[allow(missing_docs, unreachable_pub, clippy::all)]
+    pub mod petrel {
+        include!(concat!(env!("OUT_DIR"), "/petrel.v1.rs"));
+    }
+    /// Flight RPC session-option messages missing from arrow-flight 58.
+    #[allow(missing_docs, unreachable_pub, clippy::all)]
+    pub mod flight_session {
+        include!(concat!(env!("OUT_DIR"), "/arrow.flight.protocol.rs"));
+    }
+}
+
+/// The server's name as reported by GetSqlInfo.
+pub const SERVER_NAME: &str = "Petrel";
+/// The server's version as reported by GetSqlInfo and `petrel --version`.
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,70 @@
+//! `petrel`: composition root only. Parses the configuration, installs logging, and runs
+//! the server until SIGINT/SIGTERM.
+
+use std::io::BufRead;
+use std::process::ExitCode;
+
+use clap::Parser;
+use petrel_server::config::{Cli, Command, ServeArgs};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::HashPassword { password }) => {
+            let password = match password {
+                Some(p) => p,
+                None => {
+                    let mut line = String::new();
+                    if std::io::stdin().lock().read_line(&mut line).is_err() {
+                        eprintln!("petrel: cannot read a password from stdin");
+                        return ExitCode::FAILURE;
+                    }
+                    line.trim_end_matches(['\r', '\n']).to_string()
+                }
+            };
+            match petrel_server::auth::hash_password(&password) {
+                Ok(h) => {
+                    println!("{h}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("petrel: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Some(Command::Serve(args)) => serve(*args),
+        None => serve(cli.serve),
+    }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    petrel_server::telemetry::init();
+    let cfg = match args.resolve() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("petrel: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("petrel: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(petrel_server::server::serve(
+        cfg,
+        petrel_server::server::shutdown_signal(),
+    )) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("petrel: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

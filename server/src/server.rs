@@ -1,0 +1,217 @@
+//! Wiring: catalogs from the configuration, the engine, auth, TLS, the listener, and graceful
+//! shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_flight::flight_service_server::FlightServiceServer;
+use petrel_table_provider::catalog::{Catalog, FileSystemCatalog, SqlCatalog};
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+
+use crate::auth::Authenticator;
+use crate::config::{CatalogConfig, ServerConfig};
+use crate::engine::{CatalogSource, EngineOptions, QueryEngine};
+use crate::flight_sql::PetrelFlightSql;
+use crate::flight_sql::service::PetrelService;
+use crate::proto::petrel::SessionDefaults;
+use crate::session::SessionStore;
+
+/// Largest gRPC message accepted or sent (prepared-statement handles carry bound parameters).
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Opens one configured catalog.
+pub async fn open_catalog(cfg: &CatalogConfig) -> Result<Arc<dyn Catalog>, String> {
+    match cfg {
+        CatalogConfig::Filesystem { name, warehouse } => {
+            let dir = warehouse
+                .canonicalize()
+                .map_err(|e| format!("catalog {name}: warehouse {}: {e}", warehouse.display()))?;
+            let c = FileSystemCatalog::new(&dir.to_string_lossy())
+                .map_err(|e| format!("catalog {name}: {e}"))?;
+            Ok(Arc::new(c))
+        }
+        CatalogConfig::Sql {
+            name,
+            path,
+            catalog_name,
+        } => {
+            let c = SqlCatalog::open_sqlite(path, catalog_name.as_deref().unwrap_or(name))
+                .map_err(|e| format!("catalog {name}: {e}"))?;
+            Ok(Arc::new(c))
+        }
+    }
+}
+
+/// Builds the engine and the session defaults from the configuration (creating the embedded
+/// default when no catalog is configured).
+pub async fn build_engine(
+    cfg: &ServerConfig,
+) -> Result<(Arc<QueryEngine>, SessionDefaults), String> {
+    let mut catalog_cfgs = cfg.catalogs.clone();
+    let mut default_schema = cfg.default_schema.clone();
+    if catalog_cfgs.is_empty() {
+        let embedded = crate::demo::ensure_embedded(&cfg.data_dir).await?;
+        default_schema = default_schema.or(Some(crate::demo::DEMO_NAMESPACE.to_string()));
+        catalog_cfgs.push(embedded);
+    }
+    let mut catalogs = Vec::new();
+    for c in &catalog_cfgs {
+        catalogs.push((
+            c.name().to_string(),
+            CatalogSource::Iceberg(open_catalog(c).await?),
+        ));
+    }
+    let default_catalog = cfg
+        .default_catalog
+        .clone()
+        .unwrap_or_else(|| catalogs[0].0.clone());
+    let source = catalogs
+        .iter()
+        .find(|(n, _)| *n == default_catalog)
+        .map(|(_, s)| s.clone())
+        .ok_or_else(|| format!("default catalog {default_catalog:?} is not configured"))?;
+    let default_schema = match default_schema {
+        Some(s) => s,
+        None => guess_default_schema(&source).await,
+    };
+    let engine = QueryEngine::new(
+        catalogs,
+        EngineOptions {
+            target_partitions: cfg.target_partitions,
+            query_memory_limit: cfg.query_memory_limit,
+            max_concurrent_queries: cfg.max_concurrent_queries,
+            queue_timeout: Duration::from_secs(cfg.queue_timeout_secs),
+        },
+    );
+    Ok((
+        Arc::new(engine),
+        SessionDefaults {
+            catalog: default_catalog,
+            schema: default_schema,
+        },
+    ))
+}
+
+/// `default` if the catalog has it, else its only (or first) namespace.
+async fn guess_default_schema(source: &CatalogSource) -> String {
+    if let CatalogSource::Iceberg(c) = source
+        && let Ok(namespaces) = c.list_namespaces().await
+    {
+        let names: Vec<String> = namespaces.iter().map(|n| n.dotted()).collect();
+        if names.iter().any(|n| n == "default") {
+            return "default".into();
+        }
+        if let Some(first) = names.first() {
+            return first.clone();
+        }
+    }
+    "default".into()
+}
+
+/// Builds the gRPC service for an engine (used by `serve` and by in-process tests/benches).
+pub fn service(
+    engine: Arc<QueryEngine>,
+    defaults: SessionDefaults,
+    auth: Arc<Authenticator>,
+) -> FlightServiceServer<PetrelService> {
+    let inner = PetrelFlightSql::new(engine, Arc::new(SessionStore::new(defaults)));
+    FlightServiceServer::new(PetrelService::new(inner, auth))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES)
+}
+
+/// Serves until `shutdown` resolves, then lets running calls finish.
+pub async fn serve(
+    cfg: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let auth = Arc::new(Authenticator::new(
+        &cfg.users,
+        cfg.token_secret.as_deref(),
+        Duration::from_secs(cfg.token_ttl_secs),
+    )?);
+    if !auth.enabled() && !cfg.bind.ip().is_loopback() && !cfg.allow_unauthenticated_remote {
+        return Err(format!(
+            "refusing to serve {} without authentication: configure [[user]] entries \
+             (`petrel hash-password`), bind to 127.0.0.1, or pass \
+             --allow-unauthenticated-remote",
+            cfg.bind
+        ));
+    }
+    let (engine, defaults) = build_engine(&cfg).await?;
+    let listener = TcpListener::bind(cfg.bind)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", cfg.bind))?;
+    let addr: SocketAddr = listener.local_addr().map_err(|e| e.to_string())?;
+    let mut builder = Server::builder();
+    if let Some(tls) = &cfg.tls {
+        let cert = std::fs::read(&tls.cert)
+            .map_err(|e| format!("TLS certificate {}: {e}", tls.cert.display()))?;
+        let key =
+            std::fs::read(&tls.key).map_err(|e| format!("TLS key {}: {e}", tls.key.display()))?;
+        let mut tls_cfg = ServerTlsConfig::new().identity(Identity::from_pem(cert, key));
+        if let Some(ca) = &tls.client_ca {
+            let ca =
+                std::fs::read(ca).map_err(|e| format!("TLS client CA {}: {e}", ca.display()))?;
+            tls_cfg = tls_cfg.client_ca_root(Certificate::from_pem(ca));
+        }
+        builder = builder
+            .tls_config(tls_cfg)
+            .map_err(|e| format!("TLS configuration: {e}"))?;
+    }
+    let scheme = if cfg.tls.is_some() {
+        "grpc+tls"
+    } else {
+        "grpc"
+    };
+    tracing::info!(
+        address = %addr,
+        catalog = %defaults.catalog,
+        schema = %defaults.schema,
+        auth = auth.enabled(),
+        tls = cfg.tls.is_some(),
+        "petrel listening"
+    );
+    eprintln!(
+        "petrel {} listening on {scheme}://{addr}",
+        crate::SERVER_VERSION
+    );
+    if let Some(path) = &cfg.port_file {
+        std::fs::write(path, addr.to_string())
+            .map_err(|e| format!("port file {}: {e}", path.display()))?;
+    }
+    builder
+        .add_service(service(engine, defaults, auth))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await
+        .map_err(|e| format!("server error: {e}"))?;
+    tracing::info!("petrel stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown signal received; finishing running calls");
+}

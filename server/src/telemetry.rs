@@ -1,0 +1,14 @@
+//! Logging: `tracing` to stderr, filtered by `RUST_LOG` (default `info` for Petrel, `warn`
+//! for dependencies).
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the global subscriber (once; later calls are ignored).
+pub fn init() {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("warn,petrel=info,petrel_server=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -16,7 +16,8 @@ use serde_json::Value;
 
 fn tables() -> Vec<(String, Value)> {
     let index: Value = serde_json::from_slice(
-        &std::fs::read(corpus_dir().join("index.json")).expect("corpus index.json (PETREL_CORPUS?)"),
+        &std::fs::read(corpus_dir().join("index.json"))
+            .expect("corpus index.json (PETREL_CORPUS?)"),
     )
     .expect("index json");
     index["tables"]
@@ -44,7 +45,13 @@ fn has_deletes(expected: &Value, id: i64) -> bool {
         .is_some_and(|n| n != "0")
 }
 
-async fn check(ctx: &datafusion::prelude::SessionContext, what: &str, sql: &str, deletes: bool, expected: &Value) -> bool {
+async fn check(
+    ctx: &datafusion::prelude::SessionContext,
+    what: &str,
+    sql: &str,
+    deletes: bool,
+    expected: &Value,
+) -> bool {
     match query(ctx, sql).await {
         Ok(batches) => {
             // A snapshot with deletes may still be read when pruning left no file that a
@@ -55,7 +62,9 @@ async fn check(ctx: &datafusion::prelude::SessionContext, what: &str, sql: &str,
         Err(e) => {
             let msg = e.to_string();
             assert!(
-                deletes && msg.contains("merge-on-read is not supported yet") && msg.contains("delete file"),
+                deletes
+                    && msg.contains("merge-on-read is not supported yet")
+                    && msg.contains("delete file"),
                 "{what}: {sql} failed: {msg}"
             );
             false
@@ -142,18 +151,36 @@ async fn corpus_errors_name_the_table_and_snapshot() {
     let warehouse = corpus_dir().join("warehouse");
     let catalog = FileSystemCatalog::new(warehouse.to_str().expect("utf8 path")).expect("catalog");
     let ctx = session(vec![("iceberg", Arc::new(catalog))]);
-    let err = query(&ctx, "SELECT * FROM iceberg.db.pyiceberg_cow VERSION AS OF 42")
-        .await
-        .expect_err("unknown snapshot");
-    assert!(err.to_string().contains("db.pyiceberg_cow has no snapshot with id 42"), "{err}");
-    let err = query(&ctx, "SELECT * FROM iceberg.db.pyiceberg_cow VERSION AS OF 'nope'")
-        .await
-        .expect_err("unknown ref");
-    assert!(err.to_string().contains("no branch or tag named \"nope\""), "{err}");
+    let err = query(
+        &ctx,
+        "SELECT * FROM iceberg.db.pyiceberg_cow VERSION AS OF 42",
+    )
+    .await
+    .expect_err("unknown snapshot");
+    assert!(
+        err.to_string()
+            .contains("db.pyiceberg_cow has no snapshot with id 42"),
+        "{err}"
+    );
+    let err = query(
+        &ctx,
+        "SELECT * FROM iceberg.db.pyiceberg_cow VERSION AS OF 'nope'",
+    )
+    .await
+    .expect_err("unknown ref");
+    assert!(
+        err.to_string().contains("no branch or tag named \"nope\""),
+        "{err}"
+    );
     let err = query(&ctx, "SELECT * FROM iceberg.db.pyiceberg_cow FOR TIMESTAMP AS OF TIMESTAMP '2000-01-01 00:00:00'")
         .await
         .expect_err("before first snapshot");
-    assert!(err.to_string().contains("no snapshot at or before"), "{err}");
-    let err = query(&ctx, "SELECT * FROM iceberg.db.no_such_table").await.expect_err("missing");
+    assert!(
+        err.to_string().contains("no snapshot at or before"),
+        "{err}"
+    );
+    let err = query(&ctx, "SELECT * FROM iceberg.db.no_such_table")
+        .await
+        .expect_err("missing");
     assert!(err.to_string().contains("no_such_table"), "{err}");
 }

@@ -11,19 +11,25 @@ use arrow::datatypes::{DataType, TimeUnit};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use petrel_table_provider::plan::PlanMetrics;
-use petrel_table_provider::{Catalog, IcebergCatalogProvider, IcebergScanExec, rewrite_time_travel};
+use petrel_table_provider::{
+    Catalog, IcebergCatalogProvider, IcebergScanExec, rewrite_time_travel,
+};
 use serde_json::{Value, json};
 
 /// The fixture corpus (`PETREL_CORPUS` overrides).
 pub fn corpus_dir() -> PathBuf {
-    std::env::var_os("PETREL_CORPUS").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/iceberg-corpus")
-    })
+    std::env::var_os("PETREL_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/iceberg-corpus")
+        })
 }
 
 /// A session with the given catalogs registered under their names.
 pub fn session(catalogs: Vec<(&str, Arc<dyn Catalog>)>) -> SessionContext {
-    let config = SessionConfig::new().with_target_partitions(4).with_information_schema(true);
+    let config = SessionConfig::new()
+        .with_target_partitions(4)
+        .with_information_schema(true);
     let ctx = SessionContext::new_with_config(config);
     for (name, catalog) in catalogs {
         ctx.register_catalog(name, Arc::new(IcebergCatalogProvider::new(catalog)));
@@ -92,7 +98,11 @@ fn float_json(v: f64) -> Value {
 fn iso_time(seconds: i64, micros: u32, with_zone: bool) -> String {
     let dt = chrono::DateTime::from_timestamp(seconds, micros * 1000).expect("timestamp in range");
     let base = dt.naive_utc().format("%Y-%m-%dT%H:%M:%S").to_string();
-    let frac = if micros == 0 { String::new() } else { format!(".{micros:06}") };
+    let frac = if micros == 0 {
+        String::new()
+    } else {
+        format!(".{micros:06}")
+    };
     format!("{base}{frac}{}", if with_zone { "+00:00" } else { "" })
 }
 
@@ -107,38 +117,64 @@ fn value_json(col: &ArrayRef, row: usize, ty: Option<&str>) -> Value {
         DataType::Int32 => json!(col.as_primitive::<arrow::datatypes::Int32Type>().value(row)),
         DataType::Int64 => json!(col.as_primitive::<arrow::datatypes::Int64Type>().value(row)),
         DataType::Float32 => float_json(f64::from(
-            col.as_primitive::<arrow::datatypes::Float32Type>().value(row),
+            col.as_primitive::<arrow::datatypes::Float32Type>()
+                .value(row),
         )),
-        DataType::Float64 => float_json(col.as_primitive::<arrow::datatypes::Float64Type>().value(row)),
+        DataType::Float64 => float_json(
+            col.as_primitive::<arrow::datatypes::Float64Type>()
+                .value(row),
+        ),
         DataType::Decimal128(_, scale) => {
-            let v = col.as_primitive::<arrow::datatypes::Decimal128Type>().value(row);
-            json!(arrow::array::Decimal128Array::from(vec![v])
-                .with_precision_and_scale(38, *scale)
-                .expect("decimal")
-                .value_as_string(0))
+            let v = col
+                .as_primitive::<arrow::datatypes::Decimal128Type>()
+                .value(row);
+            json!(
+                arrow::array::Decimal128Array::from(vec![v])
+                    .with_precision_and_scale(38, *scale)
+                    .expect("decimal")
+                    .value_as_string(0)
+            )
         }
         DataType::Date32 => {
-            let days = col.as_primitive::<arrow::datatypes::Date32Type>().value(row);
+            let days = col
+                .as_primitive::<arrow::datatypes::Date32Type>()
+                .value(row);
             let date = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch")
                 + chrono::Duration::days(i64::from(days));
             json!(date.format("%Y-%m-%d").to_string())
         }
         DataType::Time64(TimeUnit::Microsecond) => {
-            let us = col.as_primitive::<arrow::datatypes::Time64MicrosecondType>().value(row);
+            let us = col
+                .as_primitive::<arrow::datatypes::Time64MicrosecondType>()
+                .value(row);
             let (secs, micros) = (us.div_euclid(1_000_000), us.rem_euclid(1_000_000));
             let base = format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
-            json!(if micros == 0 { base } else { format!("{base}.{micros:06}") })
+            json!(if micros == 0 {
+                base
+            } else {
+                format!("{base}.{micros:06}")
+            })
         }
         DataType::Timestamp(TimeUnit::Microsecond, tz) => {
-            let us = col.as_primitive::<arrow::datatypes::TimestampMicrosecondType>().value(row);
-            json!(iso_time(us.div_euclid(1_000_000), us.rem_euclid(1_000_000) as u32, tz.is_some()))
+            let us = col
+                .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                .value(row);
+            json!(iso_time(
+                us.div_euclid(1_000_000),
+                us.rem_euclid(1_000_000) as u32,
+                tz.is_some()
+            ))
         }
         DataType::Utf8 => json!(col.as_string::<i32>().value(row)),
         DataType::LargeUtf8 => json!(col.as_string::<i64>().value(row)),
         DataType::Utf8View => json!(col.as_string_view().value(row)),
         DataType::Binary => json!(hex(col.as_binary::<i32>().value(row))),
         DataType::FixedSizeBinary(16) if matches!(ty, Some("uuid") | Some("string")) => {
-            let bytes: [u8; 16] = col.as_fixed_size_binary().value(row).try_into().expect("16 bytes");
+            let bytes: [u8; 16] = col
+                .as_fixed_size_binary()
+                .value(row)
+                .try_into()
+                .expect("16 bytes");
             json!(uuid::Uuid::from_bytes(bytes).to_string())
         }
         DataType::FixedSizeBinary(_) => json!(hex(col.as_fixed_size_binary().value(row))),
@@ -152,7 +188,11 @@ fn value_json(col: &ArrayRef, row: usize, ty: Option<&str>) -> Value {
         }
         DataType::List(_) => {
             let values = col.as_list::<i32>().value(row);
-            Value::Array((0..values.len()).map(|i| value_json(&values, i, None)).collect())
+            Value::Array(
+                (0..values.len())
+                    .map(|i| value_json(&values, i, None))
+                    .collect(),
+            )
         }
         DataType::Map(_, _) => {
             let entries = col.as_map().value(row);
@@ -160,7 +200,10 @@ fn value_json(col: &ArrayRef, row: usize, ty: Option<&str>) -> Value {
             if matches!(keys.data_type(), DataType::Utf8) {
                 let mut map = serde_json::Map::new();
                 for i in 0..entries.len() {
-                    map.insert(keys.as_string::<i32>().value(i).to_string(), value_json(values, i, None));
+                    map.insert(
+                        keys.as_string::<i32>().value(i).to_string(),
+                        value_json(values, i, None),
+                    );
                 }
                 Value::Object(map)
             } else {
@@ -186,7 +229,10 @@ fn sort_key(v: &Value) -> String {
         Value::Array(a) => format!("[{}]", a.iter().map(sort_key).collect::<Vec<_>>().join(",")),
         Value::Object(o) => format!(
             "{{{}}}",
-            o.iter().map(|(k, v)| format!("{k}:{}", sort_key(v))).collect::<Vec<_>>().join(",")
+            o.iter()
+                .map(|(k, v)| format!("{k}:{}", sort_key(v)))
+                .collect::<Vec<_>>()
+                .join(",")
         ),
         other => other.to_string(),
     }
@@ -197,22 +243,28 @@ fn values_equal(a: &Value, b: &Value) -> bool {
         (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
             (Some(x), Some(y)) => x == y,
             _ => {
-                let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+                let (x, y) = (
+                    x.as_f64().unwrap_or(f64::NAN),
+                    y.as_f64().unwrap_or(f64::NAN),
+                );
                 x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs())
             }
         },
         (Value::String(x), Value::String(y)) => {
-            x == y || match (x.parse::<f64>(), y.parse::<f64>()) {
-                // decimals compare by value ("1.50" vs "1.5")
-                (Ok(a), Ok(b)) if x.contains('.') || y.contains('.') => a == b,
-                _ => false,
-            }
+            x == y
+                || match (x.parse::<f64>(), y.parse::<f64>()) {
+                    // decimals compare by value ("1.50" vs "1.5")
+                    (Ok(a), Ok(b)) if x.contains('.') || y.contains('.') => a == b,
+                    _ => false,
+                }
         }
         (Value::Array(x), Value::Array(y)) => {
             x.len() == y.len() && x.iter().zip(y).all(|(a, b)| values_equal(a, b))
         }
         (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| values_equal(v, w)))
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| values_equal(v, w)))
         }
         _ => a == b,
     }
@@ -228,10 +280,19 @@ pub fn assert_result(what: &str, batches: &[RecordBatch], expected: &Value) {
         .collect();
     let types: Vec<String> = expected["types"]
         .as_array()
-        .map(|t| t.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect())
+        .map(|t| {
+            t.iter()
+                .map(|x| x.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(batch) = batches.first() {
-        let actual: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+        let actual: Vec<String> = batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
         assert_eq!(actual, columns, "{what}: columns");
     }
     let count = expected["count"].as_u64().expect("count") as usize;
@@ -251,6 +312,9 @@ pub fn assert_result(what: &str, batches: &[RecordBatch], expected: &Value) {
     }
     for (i, (a, e)) in actual.iter().zip(&expected_rows).enumerate() {
         let equal = a.len() == e.len() && a.iter().zip(e).all(|(x, y)| values_equal(x, y));
-        assert!(equal, "{what}: row {i} differs:\n  actual   {a:?}\n  expected {e:?}");
+        assert!(
+            equal,
+            "{what}: row {i} differs:\n  actual   {a:?}\n  expected {e:?}"
+        );
     }
 }

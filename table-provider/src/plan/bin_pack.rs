@@ -20,12 +20,10 @@ pub(crate) fn bin_pack(mut tasks: Vec<ScanTask>, partitions: usize) -> Vec<Vec<S
     });
     let mut groups: Vec<(u64, Vec<ScanTask>)> = (0..n).map(|_| (0, Vec::new())).collect();
     for task in tasks {
-        let lightest = groups
-            .iter_mut()
-            .min_by_key(|(weight, _)| *weight)
-            .expect("n > 0 groups");
-        lightest.0 += task.length + OPEN_FILE_COST;
-        lightest.1.push(task);
+        if let Some(lightest) = groups.iter_mut().min_by_key(|(weight, _)| *weight) {
+            lightest.0 += task.length + OPEN_FILE_COST;
+            lightest.1.push(task);
+        }
     }
     groups.into_iter().map(|(_, g)| g).collect()
 }

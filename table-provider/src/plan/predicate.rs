@@ -7,6 +7,7 @@
 //! conversion was complete.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use datafusion::common::{Column, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator, expr::InList, expr::Like};
@@ -366,7 +367,7 @@ impl Converter<'_> {
         match expr {
             Expr::Column(Column { name, .. }) => {
                 let field = self.schema.as_struct().field_by_name(name)?;
-                matches!(field.field_type.as_ref(), Type::Primitive(_)).then(|| field.clone())
+                matches!(field.field_type.as_ref(), Type::Primitive(_)).then(|| Arc::clone(field))
             }
             _ => None,
         }

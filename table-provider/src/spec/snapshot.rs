@@ -55,7 +55,7 @@ impl SnapshotSelector {
     pub fn resolve(&self, table: &LoadedTable) -> Result<ResolvedSnapshot> {
         let metadata = table.metadata();
         let ident = table.ident();
-        let current_schema = || metadata.current_schema().clone();
+        let current_schema = || std::sync::Arc::clone(metadata.current_schema());
         let snapshot_schema = |snapshot: &SnapshotRef| -> Result<SchemaRef> {
             match snapshot.schema_id() {
                 Some(id) => metadata.schema_by_id(id).cloned().ok_or_else(|| {

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use arrow::array::{
     ArrayRef, Date32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
 };
+use iceberg::io::LocalFsStorageFactory;
 use iceberg::memory::{MEMORY_CATALOG_WAREHOUSE, MemoryCatalogBuilder};
 use iceberg::spec::{DataFileFormat, NestedField, PrimitiveType, Schema, Type};
 use iceberg::transaction::{ApplyTransactionAction, Transaction};
@@ -115,7 +116,9 @@ const ROWS: &[(&str, f64, Option<i32>, Option<i32>)] = &[
 /// Writes the demo table under `<warehouse>/demo/seabirds` and returns its metadata file.
 async fn write_demo_table(warehouse: &Path) -> iceberg::Result<String> {
     let root = format!("file://{}", warehouse.display());
+    // The memory catalog defaults to in-memory storage: write to the local filesystem.
     let catalog = MemoryCatalogBuilder::default()
+        .with_storage_factory(Arc::new(LocalFsStorageFactory))
         .load(
             "petrel-demo",
             HashMap::from([(MEMORY_CATALOG_WAREHOUSE.to_string(), root.clone())]),

@@ -1,0 +1,120 @@
+"""pytest fixtures: start the real `petrel` binary on 127.0.0.1 with a random port.
+
+The binary is `$PETREL_BIN`, else `<repo>/target/debug/petrel` (built with
+`cargo build -p petrel-server` if missing). The fixture corpus is `$PETREL_CORPUS`, else
+`<repo>/../shared/fixtures/iceberg-corpus`, else `/work/shared/fixtures/iceberg-corpus`.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def petrel_bin() -> str:
+    if os.environ.get("PETREL_BIN"):
+        return os.environ["PETREL_BIN"]
+    path = REPO / "target" / "debug" / "petrel"
+    if not path.exists():
+        subprocess.run(["cargo", "build", "-p", "petrel-server"], cwd=REPO, check=True)
+    return str(path)
+
+
+def corpus_dir() -> Path:
+    for candidate in (
+        os.environ.get("PETREL_CORPUS"),
+        REPO.parent / "shared" / "fixtures" / "iceberg-corpus",
+        "/work/shared/fixtures/iceberg-corpus",
+    ):
+        if candidate and Path(candidate).exists():
+            return Path(candidate)
+    pytest.skip("fixture corpus not found")
+
+
+class Petrel:
+    """A running `petrel serve` process."""
+
+    def __init__(self, *args: str, cwd: str | None = None, tls: bool = False):
+        self.dir = tempfile.mkdtemp(prefix="petrel-test-")
+        self.cwd = cwd or self.dir
+        port_file = Path(self.dir) / "addr"
+        self.log_path = Path(self.dir) / "petrel.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PETREL_")}
+        with open(self.log_path, "w") as log:
+            self.proc = subprocess.Popen(
+                [petrel_bin(), "serve", "--bind", "127.0.0.1:0", "--port-file", str(port_file), *args],
+                cwd=self.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=env,
+            )
+        deadline = time.time() + 60
+        while not (port_file.exists() and port_file.read_text()):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"petrel exited: {self.log_path.read_text()}")
+            if time.time() > deadline:
+                raise RuntimeError("petrel did not start")
+            time.sleep(0.05)
+        self.addr = port_file.read_text().strip()
+        self.port = int(self.addr.rsplit(":", 1)[1])
+        self.uri = f"{'grpc+tls' if tls else 'grpc'}://{self.addr}"
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    return corpus_dir()
+
+
+@pytest.fixture(scope="session")
+def corpus_server(corpus):
+    server = Petrel("--warehouse", str(corpus / "warehouse"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def demo_server():
+    server = Petrel()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def start_petrel():
+    started = []
+
+    def start(*args, **kwargs):
+        s = Petrel(*args, **kwargs)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def expected(corpus: Path, table: str) -> dict:
+    return json.loads((corpus / "expected" / f"{table}.json").read_text())

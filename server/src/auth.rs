@@ -19,7 +19,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use argon2::password_hash::SaltString;
 use argon2::{Argon2, PasswordHash, PasswordHasher, PasswordVerifier};
 use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use tonic::Status;
@@ -227,9 +227,16 @@ fn header(metadata: &MetadataMap) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// Base64 that accepts padded and unpadded input (Go's ADBC driver sends it unpadded).
+const LENIENT_BASE64: base64::engine::GeneralPurpose = base64::engine::GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    base64::engine::GeneralPurposeConfig::new()
+        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+);
+
 fn decode_basic(b64: &str) -> Result<(String, String), Status> {
     let bad = || Status::unauthenticated("malformed Basic credentials");
-    let raw = STANDARD.decode(b64.trim()).map_err(|_| bad())?;
+    let raw = LENIENT_BASE64.decode(b64.trim()).map_err(|_| bad())?;
     let text = String::from_utf8(raw).map_err(|_| bad())?;
     let (u, p) = text.split_once(':').ok_or_else(bad)?;
     Ok((u.to_string(), p.to_string()))
@@ -270,7 +277,10 @@ mod tests {
     #[test]
     fn basic_then_bearer() {
         let a = auth();
-        let basic = format!("Basic {}", STANDARD.encode("alice:secret"));
+        let basic = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("alice:secret")
+        );
         let (who, token) = a.handshake(&md(&basic), None).unwrap();
         assert_eq!(who, Identity::User("alice".into()));
         assert_eq!(
@@ -286,7 +296,10 @@ mod tests {
     #[test]
     fn rejects() {
         let a = auth();
-        let wrong = format!("Basic {}", STANDARD.encode("alice:nope"));
+        let wrong = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("alice:nope")
+        );
         assert_eq!(
             a.handshake(&md(&wrong), None).unwrap_err().code(),
             tonic::Code::Unauthenticated

@@ -8,32 +8,40 @@
 //!   identity-partitioned in every partition spec of the table: then partition pruning alone
 //!   decides it. Everything else is `Inexact` (DataFusion re-applies it).
 //! - Limit pushdown: with no filter, planning stops once files without deletes guarantee
-//!   enough rows, and the Parquet scan stops reading at the limit.
+//!   enough rows, and the scan stops reading at the limit.
+//! - Merge-on-read: data files with deletes get position deletes / deletion vectors applied as
+//!   Parquet access plans and equality deletes as a per-batch filter (see [`crate::deletes`]);
+//!   equality key columns the query does not project are read for filtering and dropped.
 
 use std::any::Any;
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, Field};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::ScalarValue;
 use datafusion::common::{DFSchema, Result as DFResult};
 use datafusion::datasource::TableType;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
+use datafusion::datasource::table_schema::TableSchema;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use iceberg::spec::{NameMapping, Transform};
 
 use crate::catalog::LoadedTable;
+use crate::deletes::{EqualityGroup, FileDeletes, MergeOnRead, key_type};
 use crate::error::{Error, Result};
-use crate::plan::{DeleteKind, Predicate, ScanPlan, ScanPlanner, ScanRequest};
-use crate::scan::{FieldIdAdapterFactory, IcebergScanExec};
-use crate::spec::{ResolvedSnapshot, SnapshotSelector, iceberg_schema_to_arrow};
+use crate::plan::{DeleteFileRef, DeleteKind, Predicate, ScanPlan, ScanPlanner, ScanRequest};
+use crate::scan::{FieldIdAdapterFactory, IcebergScanExec, MergeSpec};
+use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 
 /// An Iceberg table at one snapshot selection, for DataFusion.
 #[derive(Debug, Clone)]
@@ -109,35 +117,6 @@ impl IcebergTableProvider {
         self.planner.plan(&self.table, &request).await
     }
 
-    fn refuse_deletes(&self, plan: &ScanPlan) -> Result<()> {
-        let mut kinds = Vec::new();
-        let mut files = HashSet::new();
-        for delete in plan.tasks().flat_map(|t| &t.deletes) {
-            files.insert(delete.path.as_str());
-            let kind = match delete.kind {
-                DeleteKind::Position => "position deletes",
-                DeleteKind::DeletionVector { .. } => "deletion vectors",
-                DeleteKind::Equality { .. } => "equality deletes",
-            };
-            if !kinds.contains(&kind) {
-                kinds.push(kind);
-            }
-        }
-        if files.is_empty() {
-            return Ok(());
-        }
-        Err(Error::Unsupported {
-            table: self.table.ident().to_string(),
-            message: format!(
-                "snapshot {} has {} delete file(s) ({}) that apply to the rows read; \
-                 merge-on-read is not supported yet, and reading without them would return deleted rows",
-                plan.snapshot_id.unwrap_or_default(),
-                files.len(),
-                kinds.join(", ")
-            ),
-        })
-    }
-
     fn name_mapping(&self) -> Option<Arc<NameMapping>> {
         let json = self
             .table
@@ -211,12 +190,12 @@ impl TableProvider for IcebergTableProvider {
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let target_partitions = state.config().target_partitions();
         let plan = self.plan(filters, limit, target_partitions).await?;
-        self.refuse_deletes(&plan)?;
         let table_name = self.table.ident().to_string();
-        let projected_schema = match projection {
-            Some(p) => Arc::new(self.arrow_schema.project(p)?),
-            None => Arc::clone(&self.arrow_schema),
+        let projection: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..self.arrow_schema.fields().len()).collect(),
         };
+        let projected_schema = Arc::new(self.arrow_schema.project(&projection)?);
         if plan.partitions.is_empty() {
             let empty: Arc<dyn ExecutionPlan> = Arc::new(EmptyExec::new(projected_schema));
             return Ok(Arc::new(IcebergScanExec::new(
@@ -227,8 +206,10 @@ impl TableProvider for IcebergTableProvider {
             )));
         }
 
+        let deletes = MergeLayout::new(&plan, &self.arrow_schema, &projection);
         let io = self.table.io();
         let mut store_url = None;
+        let mut by_object_path = HashMap::new();
         let mut groups = Vec::with_capacity(plan.partitions.len());
         for tasks in &plan.partitions {
             let mut files = Vec::with_capacity(tasks.len());
@@ -238,6 +219,15 @@ impl TableProvider for IcebergTableProvider {
                 let mut file = PartitionedFile::new(path.to_string(), task.file.file_size);
                 if !task.whole_file {
                     file = file.with_range(task.start as i64, (task.start + task.length) as i64);
+                }
+                let index = deletes.file_index.get(task.file.path.as_str()).copied();
+                if let Some(index) = index {
+                    by_object_path.insert(path.to_string(), index);
+                }
+                if deletes.file_column.is_some() {
+                    // Files without deletes carry an index no file has.
+                    let value = index.map_or(u32::MAX, |i| i as u32);
+                    file.partition_values = vec![ScalarValue::UInt32(Some(value))];
                 }
                 files.push(file);
             }
@@ -249,7 +239,18 @@ impl TableProvider for IcebergTableProvider {
             );
         };
 
-        let mut source = ParquetSource::new(Arc::clone(&self.arrow_schema))
+        let table_schema = match deletes.file_column {
+            Some(_) => TableSchema::new(
+                Arc::clone(&self.arrow_schema),
+                vec![Arc::new(Field::new(
+                    FILE_INDEX_COLUMN,
+                    DataType::UInt32,
+                    false,
+                ))],
+            ),
+            None => TableSchema::new(Arc::clone(&self.arrow_schema), vec![]),
+        };
+        let mut source = ParquetSource::new(table_schema)
             .with_table_parquet_options(state.table_options().parquet.clone());
         if let Some(expr) = conjunction(filters.to_vec()) {
             let df_schema = DFSchema::try_from(Arc::clone(&self.arrow_schema))?;
@@ -258,18 +259,155 @@ impl TableProvider for IcebergTableProvider {
         }
         let adapter =
             FieldIdAdapterFactory::new(Arc::clone(&self.resolved.schema), self.name_mapping());
+        // With deletes the Parquet scan must not apply the limit itself: its limit pruning
+        // would replace the access plans that skip deleted rows. The limit above still stops
+        // reading.
+        let scan_limit = if deletes.is_empty() { limit } else { None };
         let config = FileScanConfigBuilder::new(store_url, Arc::new(source))
             .with_file_groups(groups)
-            .with_projection_indices(projection.cloned())?
-            .with_limit(limit)
+            .with_projection_indices(Some(deletes.inner_projection.clone()))?
+            .with_limit(scan_limit)
             .with_expr_adapter(Some(Arc::new(adapter)))
             .build();
         let input: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
-        Ok(Arc::new(IcebergScanExec::new(
+        let metrics = ExecutionPlanMetricsSet::new();
+        let merge = (!deletes.is_empty()).then(|| {
+            let merge = MergeOnRead::new(
+                table_name.clone(),
+                io.clone(),
+                deletes.files,
+                deletes.groups,
+                by_object_path,
+                deletes.file_column,
+                deletes.key_columns,
+                &metrics,
+            );
+            MergeSpec {
+                merge: Arc::new(merge),
+                output: (0..projection.len()).collect(),
+                schema: Arc::clone(&projected_schema),
+            }
+        });
+        Ok(Arc::new(IcebergScanExec::with_metrics(
             input,
             table_name,
             plan.snapshot_id,
             plan.metrics,
+            metrics,
+            merge,
         )))
+    }
+}
+
+/// Equality delete files sharing field ids and sequence number apply together.
+type EqualityKey = (Vec<i32>, i64);
+
+/// Name of the helper column carrying a row's data file index (equality deletes).
+const FILE_INDEX_COLUMN: &str = "__petrel_data_file";
+
+/// How a scan with deletes is laid out: the data files with deletes, their equality groups,
+/// and the extra columns the Parquet scan must produce.
+struct MergeLayout {
+    files: Vec<FileDeletes>,
+    file_index: HashMap<String, usize>,
+    groups: Vec<EqualityGroup>,
+    /// Table-schema column indexes the Parquet scan produces (the query's first, then
+    /// equality keys it did not ask for, then the file index column).
+    inner_projection: Vec<usize>,
+    file_column: Option<usize>,
+    key_columns: Vec<Vec<(Option<usize>, DataType)>>,
+}
+
+impl MergeLayout {
+    fn new(plan: &ScanPlan, schema: &arrow::datatypes::Schema, projection: &[usize]) -> Self {
+        let mut files: Vec<FileDeletes> = Vec::new();
+        let mut file_index: HashMap<String, usize> = HashMap::new();
+        let mut groups: Vec<EqualityGroup> = Vec::new();
+        for task in plan.tasks().filter(|t| !t.deletes.is_empty()) {
+            if file_index.contains_key(&task.file.path) {
+                continue;
+            }
+            let mut positional = Vec::new();
+            // (field ids, sequence number) → delete files.
+            let mut by_key: Vec<(EqualityKey, Vec<DeleteFileRef>)> = Vec::new();
+            for d in &task.deletes {
+                match &d.kind {
+                    DeleteKind::Equality { field_ids } => {
+                        let key = (field_ids.clone(), d.sequence_number);
+                        match by_key.iter_mut().find(|(k, _)| *k == key) {
+                            Some((_, list)) => list.push(d.clone()),
+                            None => by_key.push((key, vec![d.clone()])),
+                        }
+                    }
+                    _ => positional.push(d.clone()),
+                }
+            }
+            let mut equality_groups = Vec::new();
+            for ((field_ids, _), mut list) in by_key {
+                list.sort_by(|a, b| a.path.cmp(&b.path));
+                let group = EqualityGroup {
+                    field_ids,
+                    files: list,
+                };
+                let index = match groups.iter().position(|g| *g == group) {
+                    Some(i) => i,
+                    None => {
+                        groups.push(group);
+                        groups.len() - 1
+                    }
+                };
+                equality_groups.push(index);
+            }
+            file_index.insert(task.file.path.clone(), files.len());
+            files.push(FileDeletes {
+                path: task.file.path.clone(),
+                file_size: task.file.file_size,
+                positional,
+                equality_groups,
+            });
+        }
+        let mut inner_projection = projection.to_vec();
+        let mut key_columns = Vec::with_capacity(groups.len());
+        for group in &groups {
+            let mut keys = Vec::with_capacity(group.field_ids.len());
+            for id in &group.field_ids {
+                let column = schema
+                    .fields()
+                    .iter()
+                    .position(|f| field_id_of(f) == Some(*id));
+                let key = match column {
+                    Some(c) => {
+                        let at = match inner_projection.iter().position(|p| *p == c) {
+                            Some(at) => at,
+                            None => {
+                                inner_projection.push(c);
+                                inner_projection.len() - 1
+                            }
+                        };
+                        (Some(at), key_type(schema.field(c).data_type()))
+                    }
+                    // Not in this snapshot's schema: the files hold no value, i.e. null.
+                    None => (None, DataType::Null),
+                };
+                keys.push(key);
+            }
+            key_columns.push(keys);
+        }
+        let file_column = (!groups.is_empty()).then(|| {
+            inner_projection.push(schema.fields().len());
+            inner_projection.len() - 1
+        });
+        Self {
+            files,
+            file_index,
+            groups,
+            inner_projection,
+            file_column,
+            key_columns,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.files.is_empty()
     }
 }

@@ -1,7 +1,17 @@
-//! Merge-on-read deletes. Today: which delete files apply to which data file, decided at
-//! planning ([`DeleteFileIndex`]). Applying them (position bitmaps, deletion vectors,
-//! equality sets) joins this module with merge-on-read.
+//! Merge-on-read deletes.
+//!
+//! - [`DeleteFileIndex`] (planning): which delete files apply to which data file.
+//! - `position`: position delete files and deletion vectors → per-file bitmaps → Parquet
+//!   access plans (the reader skips deleted rows).
+//! - `equality`: equality-delete key sets, read with only the key columns, probed per batch.
+//! - [`MergeOnRead`] (execution): loads each delete file once per scan, shares the result
+//!   across partitions, reserves set memory, filters batches.
 
+mod equality;
 mod index;
+mod merge_on_read;
+mod position;
 
 pub use index::DeleteFileIndex;
+pub(crate) use merge_on_read::key_type;
+pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};

@@ -1,24 +1,49 @@
 //! [`IcebergScanExec`]: the Petrel execution node over DataFusion's own Parquet scan.
 //!
 //! ```text
-//! IcebergScanExec  (snapshot, planning metrics; merge-on-read deletes join here)
+//! IcebergScanExec  (snapshot, planning metrics, merge-on-read)
 //!   └─ DataSourceExec(ParquetSource)  (row-group / page pruning, field-id schema mapping)
 //! ```
 //!
-//! Partitioning and ordering are the child's. Planning counts (manifests and files pruned)
-//! are recorded as this node's metrics, so `EXPLAIN ANALYZE` shows them next to the Parquet
-//! scan's own (row groups pruned, bytes scanned).
+//! Partitioning is the child's. Planning counts (manifests and files pruned) and delete
+//! counts are this node's metrics, so `EXPLAIN ANALYZE` shows them next to the Parquet scan's
+//! own (row groups pruned, bytes scanned).
+//!
+//! With deletes, each partition's stream first waits for the scan's delete files to load
+//! (once, shared), then runs the child with per-file Parquet access plans that skip the
+//! positions deleted by position delete files and deletion vectors, and finally drops rows
+//! matching equality deletes and the helper columns (equality keys the query did not project,
+//! the file index).
 
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::common::Result as DFResult;
+use arrow::datatypes::SchemaRef;
+use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::{StreamExt, TryStreamExt};
 
+use crate::deletes::MergeOnRead;
 use crate::plan::PlanMetrics;
+
+/// Merge-on-read wiring of a scan: the delete state and the columns to output.
+#[derive(Debug, Clone)]
+pub struct MergeSpec {
+    /// The shared delete state.
+    pub merge: Arc<MergeOnRead>,
+    /// Which child columns to output.
+    pub output: Vec<usize>,
+    /// The output schema.
+    pub schema: SchemaRef,
+}
 
 /// Reads the planned tasks of one Iceberg table scan.
 #[derive(Debug)]
@@ -28,6 +53,8 @@ pub struct IcebergScanExec {
     snapshot_id: Option<i64>,
     plan_metrics: PlanMetrics,
     metrics: ExecutionPlanMetricsSet,
+    merge: Option<MergeSpec>,
+    properties: Arc<PlanProperties>,
 }
 
 impl IcebergScanExec {
@@ -38,7 +65,26 @@ impl IcebergScanExec {
         snapshot_id: Option<i64>,
         plan_metrics: PlanMetrics,
     ) -> Self {
-        let metrics = ExecutionPlanMetricsSet::new();
+        Self::with_metrics(
+            input,
+            table,
+            snapshot_id,
+            plan_metrics,
+            ExecutionPlanMetricsSet::new(),
+            None,
+        )
+    }
+
+    /// As [`IcebergScanExec::new`], applying merge-on-read deletes whose metrics live in
+    /// `metrics`.
+    pub fn with_metrics(
+        input: Arc<dyn ExecutionPlan>,
+        table: String,
+        snapshot_id: Option<i64>,
+        plan_metrics: PlanMetrics,
+        metrics: ExecutionPlanMetricsSet,
+        merge: Option<MergeSpec>,
+    ) -> Self {
         let counter = |name: &'static str, value: usize| {
             MetricBuilder::new(&metrics).global_counter(name).add(value);
         };
@@ -60,13 +106,63 @@ impl IcebergScanExec {
         MetricBuilder::new(&metrics)
             .subset_time("planning_time", 0)
             .add_duration(plan_metrics.planning_time);
+        let properties = match &merge {
+            Some(spec) => Arc::new(PlanProperties::new(
+                EquivalenceProperties::new(Arc::clone(&spec.schema)),
+                input.properties().output_partitioning().clone(),
+                EmissionType::Incremental,
+                Boundedness::Bounded,
+            )),
+            None => Arc::clone(input.properties()),
+        };
         Self {
             input,
             table,
             snapshot_id,
             plan_metrics,
             metrics,
+            merge,
+            properties,
         }
+    }
+
+    /// The child with each data file's access plan (deleted positions skipped).
+    fn child_with_access_plans(
+        &self,
+        merge: &MergeOnRead,
+        plans: &std::collections::HashMap<
+            usize,
+            Arc<datafusion::datasource::physical_plan::parquet::ParquetAccessPlan>,
+        >,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        if plans.is_empty() {
+            return Ok(Arc::clone(&self.input));
+        }
+        let config = self
+            .input
+            .as_any()
+            .downcast_ref::<DataSourceExec>()
+            .and_then(|exec| exec.data_source().as_any().downcast_ref::<FileScanConfig>())
+            .ok_or_else(|| {
+                DataFusionError::Internal(format!(
+                    "IcebergScanExec of {}: position deletes need a Parquet file scan child, found {}",
+                    self.table,
+                    self.input.name()
+                ))
+            })?;
+        let mut config = config.clone();
+        for group in &mut config.file_groups {
+            for i in 0..group.len() {
+                let file = &mut group[i];
+                if let Some(plan) = merge
+                    .file_index(file.object_meta.location.as_ref())
+                    .and_then(|index| plans.get(&index))
+                {
+                    file.extensions = Some(Arc::clone(plan) as Arc<dyn Any + Send + Sync>);
+                }
+            }
+        }
+        Ok(DataSourceExec::from_data_source(config))
     }
 
     /// What planning did.
@@ -115,11 +211,21 @@ impl ExecutionPlan for IcebergScanExec {
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
-        self.input.properties()
+        &self.properties
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.input]
+    }
+
+    /// The child is the Parquet scan itself: never put a repartition between them (the
+    /// scan's own file groups are the partitions, and deletes are applied to the scan).
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
     }
 
     fn with_new_children(
@@ -131,13 +237,14 @@ impl ExecutionPlan for IcebergScanExec {
                 "IcebergScanExec needs one child".into(),
             ));
         };
-        Ok(Arc::new(IcebergScanExec {
+        Ok(Arc::new(IcebergScanExec::with_metrics(
             input,
-            table: self.table.clone(),
-            snapshot_id: self.snapshot_id,
-            plan_metrics: self.plan_metrics.clone(),
-            metrics: self.metrics.clone(),
-        }))
+            self.table.clone(),
+            self.snapshot_id,
+            self.plan_metrics.clone(),
+            self.metrics.clone(),
+            self.merge.clone(),
+        )))
     }
 
     fn execute(
@@ -145,7 +252,39 @@ impl ExecutionPlan for IcebergScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
-        self.input.execute(partition, context)
+        let Some(spec) = &self.merge else {
+            return self.input.execute(partition, context);
+        };
+        let spec = spec.clone();
+        let this = IcebergScanExec::with_metrics(
+            Arc::clone(&self.input),
+            self.table.clone(),
+            self.snapshot_id,
+            self.plan_metrics.clone(),
+            self.metrics.clone(),
+            Some(spec.clone()),
+        );
+        let schema = Arc::clone(&spec.schema);
+        let start =
+            async move {
+                let loaded = spec
+                    .merge
+                    .load(&context)
+                    .await
+                    .map_err(DataFusionError::from)?;
+                let child = this.child_with_access_plans(&spec.merge, &loaded.access_plans)?;
+                let stream = child.execute(partition, context)?;
+                let MergeSpec {
+                    merge,
+                    output,
+                    schema,
+                } = spec;
+                Ok::<_, DataFusionError>(stream.map(move |batch| {
+                    batch.and_then(|b| merge.apply(&loaded, b, &output, &schema))
+                }))
+            };
+        let stream = futures::stream::once(start).try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

@@ -4,5 +4,5 @@
 mod exec;
 mod schema_mapping;
 
-pub use exec::IcebergScanExec;
+pub use exec::{IcebergScanExec, MergeSpec};
 pub use schema_mapping::{FieldIdAdapterFactory, FieldIdCastExpr, adapt_array};

@@ -1,0 +1,340 @@
+//! Equality-delete sets: the deleted keys of one group of equality delete files, probed per
+//! batch.
+//!
+//! Only the equality columns are read from delete files (their other columns, often wide
+//! payloads, never are). A single integer key is kept as a `HashSet<i64>` (8 bytes a key plus
+//! the table's control bytes); any other key as arrow row-format bytes in one arena with a
+//! hash table of offsets. Nulls compare equal to nulls, as the spec says. Key columns are
+//! first cast to a canonical type (int→long, float→double, any decimal to 38 digits, strings
+//! and binaries to one width) so that promoted columns still match.
+
+use std::hash::BuildHasher;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch};
+use arrow::datatypes::{DataType, Int64Type};
+use arrow::row::{RowConverter, SortField};
+use hashbrown::{DefaultHashBuilder, HashSet, HashTable};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use crate::error::{Error, Result};
+use crate::io::TableIo;
+use crate::spec::field_id_of;
+
+/// The type key columns are compared in.
+pub(crate) fn canonical_type(dt: &DataType) -> DataType {
+    match dt {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => DataType::Int64,
+        DataType::Float32 | DataType::Float64 => DataType::Float64,
+        DataType::Decimal128(_, s) => DataType::Decimal128(38, *s),
+        DataType::LargeUtf8 | DataType::Utf8View => DataType::Utf8,
+        DataType::LargeBinary | DataType::BinaryView => DataType::Binary,
+        other => other.clone(),
+    }
+}
+
+/// Casts key columns to their canonical types.
+pub(crate) fn canonical_columns(columns: &[ArrayRef]) -> Result<Vec<ArrayRef>> {
+    columns
+        .iter()
+        .map(|c| {
+            let target = canonical_type(c.data_type());
+            if &target == c.data_type() {
+                Ok(std::sync::Arc::clone(c))
+            } else {
+                Ok(arrow::compute::cast(c, &target)?)
+            }
+        })
+        .collect()
+}
+
+/// Reads the equality columns (`field_ids`, in that order) of one equality delete file.
+pub(crate) async fn read_equality_keys(
+    io: &TableIo,
+    table: &str,
+    path: &str,
+    field_ids: &[i32],
+) -> Result<Vec<ArrayRef>> {
+    let corrupt =
+        |e: &dyn std::fmt::Display| Error::corrupt(table, "equality delete file", path, e);
+    let bytes = io.read(path).await.map_err(|e| corrupt(&e))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| corrupt(&e))?;
+    let schema = std::sync::Arc::clone(builder.schema());
+    let mut roots = Vec::with_capacity(field_ids.len());
+    for id in field_ids {
+        let index = schema
+            .fields()
+            .iter()
+            .position(|f| field_id_of(f) == Some(*id))
+            .ok_or_else(|| corrupt(&format!("has no column with field id {id}")))?;
+        roots.push(index);
+    }
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+    let batches: Vec<RecordBatch> = builder
+        .with_projection(mask)
+        .build()
+        .map_err(|e| corrupt(&e))?
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| corrupt(&e))?;
+    // The projected batch orders columns as in the file; put them in field-id order.
+    let projected_ids: Vec<i32> = {
+        let mut sorted = roots.clone();
+        sorted.sort_unstable();
+        sorted
+            .iter()
+            .map(|i| field_id_of(schema.field(*i)).unwrap_or_default())
+            .collect()
+    };
+    let mut columns = Vec::with_capacity(field_ids.len());
+    for id in field_ids {
+        let position = projected_ids
+            .iter()
+            .position(|p| p == id)
+            .unwrap_or_default();
+        let parts: Vec<ArrayRef> = batches
+            .iter()
+            .map(|b| std::sync::Arc::clone(b.column(position)))
+            .collect();
+        let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
+        let column = if refs.is_empty() {
+            arrow::array::new_empty_array(schema.field(roots[columns.len()]).data_type())
+        } else {
+            arrow::compute::concat(&refs)?
+        };
+        columns.push(column);
+    }
+    canonical_columns(&columns)
+}
+
+/// The deleted keys of a group of equality delete files.
+#[derive(Debug)]
+pub(crate) enum EqualityDeleteSet {
+    /// One integer key column.
+    Long {
+        keys: HashSet<i64>,
+        null_deleted: bool,
+    },
+    /// Any other key: row-format bytes.
+    Rows {
+        converter: RowConverter,
+        arena: Vec<u8>,
+        offsets: Vec<usize>,
+        table: HashTable<u32>,
+        hasher: DefaultHashBuilder,
+    },
+}
+
+impl EqualityDeleteSet {
+    /// Builds a set from key columns (canonical types, one `Vec` per delete file).
+    pub(crate) fn build(files: &[Vec<ArrayRef>]) -> Result<Self> {
+        let Some(first) = files.first() else {
+            return Ok(EqualityDeleteSet::Long {
+                keys: HashSet::new(),
+                null_deleted: false,
+            });
+        };
+        if first.len() == 1 && first[0].data_type() == &DataType::Int64 {
+            let total: usize = files.iter().map(|f| f[0].len()).sum();
+            let mut keys = HashSet::with_capacity(total);
+            let mut null_deleted = false;
+            for file in files {
+                let column = file[0].as_primitive::<Int64Type>();
+                if column.null_count() > 0 {
+                    null_deleted = true;
+                    keys.extend(column.iter().flatten());
+                } else {
+                    keys.extend(column.values().iter().copied());
+                }
+            }
+            keys.shrink_to_fit();
+            return Ok(EqualityDeleteSet::Long { keys, null_deleted });
+        }
+        let fields = first
+            .iter()
+            .map(|c| SortField::new(c.data_type().clone()))
+            .collect();
+        let converter = RowConverter::new(fields)?;
+        let hasher = DefaultHashBuilder::default();
+        let mut arena = Vec::new();
+        let mut offsets = vec![0usize];
+        let mut table: HashTable<u32> = HashTable::new();
+        for file in files {
+            let rows = converter.convert_columns(file)?;
+            for row in rows.iter() {
+                let bytes = row.as_ref();
+                let hash = hasher.hash_one(bytes);
+                let exists = table
+                    .find(hash, |&i| {
+                        let i = i as usize;
+                        &arena[offsets[i]..offsets[i + 1]] == bytes
+                    })
+                    .is_some();
+                if !exists {
+                    let index = u32::try_from(offsets.len() - 1).map_err(|_| {
+                        Error::InvalidArgument("more than 4 billion equality-delete keys".into())
+                    })?;
+                    arena.extend_from_slice(bytes);
+                    offsets.push(arena.len());
+                    table.insert_unique(hash, index, |&i| {
+                        let i = i as usize;
+                        hasher.hash_one(&arena[offsets[i]..offsets[i + 1]])
+                    });
+                }
+            }
+        }
+        arena.shrink_to_fit();
+        offsets.shrink_to_fit();
+        table.shrink_to_fit(|&i| {
+            let i = i as usize;
+            hasher.hash_one(&arena[offsets[i]..offsets[i + 1]])
+        });
+        Ok(EqualityDeleteSet::Rows {
+            converter,
+            arena,
+            offsets,
+            table,
+            hasher,
+        })
+    }
+
+    /// Number of distinct deleted keys.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            EqualityDeleteSet::Long { keys, null_deleted } => {
+                keys.len() + usize::from(*null_deleted)
+            }
+            EqualityDeleteSet::Rows { table, .. } => table.len(),
+        }
+    }
+
+    /// Bytes held (for the memory pool and the benchmark).
+    pub(crate) fn memory_size(&self) -> usize {
+        match self {
+            EqualityDeleteSet::Long { keys, .. } => keys.allocation_size(),
+            EqualityDeleteSet::Rows {
+                arena,
+                offsets,
+                table,
+                converter,
+                ..
+            } => {
+                arena.capacity()
+                    + offsets.capacity() * std::mem::size_of::<usize>()
+                    + table.allocation_size()
+                    + converter.size()
+            }
+        }
+    }
+
+    /// Marks rows of `keys` (canonical key columns of a data batch) that this set deletes.
+    pub(crate) fn mark_deleted(
+        &self,
+        keys: &[ArrayRef],
+        deleted: &mut BooleanBufferBuilder,
+    ) -> Result<()> {
+        match self {
+            EqualityDeleteSet::Long {
+                keys: set,
+                null_deleted,
+            } => {
+                let column = keys[0].as_primitive::<Int64Type>();
+                for (i, v) in column.iter().enumerate() {
+                    let hit = match v {
+                        Some(v) => set.contains(&v),
+                        None => *null_deleted,
+                    };
+                    if hit {
+                        deleted.set_bit(i, true);
+                    }
+                }
+            }
+            EqualityDeleteSet::Rows {
+                converter,
+                arena,
+                offsets,
+                table,
+                hasher,
+            } => {
+                let rows = converter.convert_columns(keys)?;
+                for (i, row) in rows.iter().enumerate() {
+                    let bytes = row.as_ref();
+                    let hash = hasher.hash_one(bytes);
+                    let hit = table
+                        .find(hash, |&k| {
+                            let k = k as usize;
+                            &arena[offsets[k]..offsets[k + 1]] == bytes
+                        })
+                        .is_some();
+                    if hit {
+                        deleted.set_bit(i, true);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A keep-mask from a deleted-mask.
+pub(crate) fn keep_mask(deleted: BooleanBufferBuilder) -> BooleanArray {
+    let mut deleted = deleted;
+    BooleanArray::new(!&deleted.finish(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int32Array, Int64Array, StringArray};
+
+    use super::*;
+
+    fn probe(set: &EqualityDeleteSet, keys: Vec<ArrayRef>) -> Vec<bool> {
+        let keys = canonical_columns(&keys).unwrap();
+        let mut deleted = BooleanBufferBuilder::new(keys[0].len());
+        deleted.append_n(keys[0].len(), false);
+        set.mark_deleted(&keys, &mut deleted).unwrap();
+        keep_mask(deleted).iter().map(|v| v.unwrap()).collect()
+    }
+
+    #[test]
+    fn long_keys_with_null_equal_to_null() {
+        let deletes: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(vec![Some(1), None, Some(5)]))];
+        let set = EqualityDeleteSet::build(&[canonical_columns(&deletes).unwrap()]).unwrap();
+        assert_eq!(set.len(), 3);
+        // int data column (promoted later to long) still matches
+        let data: Vec<ArrayRef> = vec![Arc::new(Int32Array::from(vec![
+            Some(1),
+            Some(2),
+            None,
+            Some(5),
+        ]))];
+        assert_eq!(probe(&set, data), vec![false, true, false, false]);
+    }
+
+    #[test]
+    fn two_column_string_keys() {
+        let deletes: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![Some("a"), Some("b"), None])),
+            Arc::new(StringArray::from(vec![Some("x"), None, Some("z")])),
+        ];
+        let set = EqualityDeleteSet::build(&[deletes]).unwrap();
+        let data: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![
+                Some("a"),
+                Some("a"),
+                Some("b"),
+                None,
+                None,
+            ])),
+            Arc::new(StringArray::from(vec![
+                Some("x"),
+                Some("y"),
+                None,
+                Some("z"),
+                None,
+            ])),
+        ];
+        assert_eq!(probe(&set, data), vec![false, true, false, false, true]);
+    }
+}

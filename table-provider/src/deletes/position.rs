@@ -1,0 +1,226 @@
+//! Position deletes and deletion vectors → one row-position bitmap per data file → a
+//! `ParquetAccessPlan` that makes the Parquet reader skip the deleted rows (whole row groups
+//! when every row is gone, row selections otherwise), so no row-position column is ever
+//! materialised.
+//!
+//! A position delete file may cover many data files (Spark's partition-granularity deletes);
+//! it is read once per query and split by `file_path`. A deletion vector (v3) is one Puffin
+//! blob: only its byte range is read.
+
+use std::collections::HashMap;
+use std::io::Cursor;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Int64Type};
+use bytes::Bytes;
+use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use roaring::RoaringTreemap;
+
+use crate::error::{Error, Result};
+use crate::io::{TableIo, normalize_location};
+
+/// Field id of `file_path` in position delete files.
+const FILE_PATH_ID: &str = "2147483546";
+/// Field id of `pos` in position delete files.
+const POS_ID: &str = "2147483545";
+/// Magic bytes of a `deletion-vector-v1` blob.
+const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
+
+/// Reads a position delete file: deleted positions by (normalised) data file path.
+pub(crate) async fn read_position_delete_file(
+    io: &TableIo,
+    table: &str,
+    path: &str,
+) -> Result<HashMap<String, RoaringTreemap>> {
+    let corrupt =
+        |e: &dyn std::fmt::Display| Error::corrupt(table, "position delete file", path, e);
+    let bytes = io.read(path).await.map_err(|e| corrupt(&e))?;
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| corrupt(&e))?;
+    let schema = std::sync::Arc::clone(builder.schema());
+    let find = |id: &str, name: &str| {
+        schema.fields().iter().position(|f| {
+            f.metadata()
+                .get(crate::spec::FIELD_ID_KEY)
+                .map(String::as_str)
+                == Some(id)
+                || f.name() == name
+        })
+    };
+    let (Some(path_col), Some(pos_col)) = (find(FILE_PATH_ID, "file_path"), find(POS_ID, "pos"))
+    else {
+        return Err(corrupt(&"no file_path / pos columns"));
+    };
+    let mask = ProjectionMask::roots(builder.parquet_schema(), [path_col, pos_col]);
+    let batches: Vec<RecordBatch> = builder
+        .with_projection(mask)
+        .build()
+        .map_err(|e| corrupt(&e))?
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| corrupt(&e))?;
+    let mut out: HashMap<String, RoaringTreemap> = HashMap::new();
+    // Consecutive rows almost always name the same file: normalise once per run.
+    let mut last: Option<(String, String)> = None;
+    for batch in &batches {
+        let (paths, positions) = (batch.column(0), batch.column(1));
+        let positions = match positions.data_type() {
+            DataType::Int64 => positions.as_primitive::<Int64Type>().clone(),
+            other => {
+                return Err(corrupt(&format!(
+                    "pos column has type {other}, expected long"
+                )));
+            }
+        };
+        let paths = arrow::compute::cast(paths, &DataType::Utf8).map_err(|e| corrupt(&e))?;
+        let paths = paths.as_string::<i32>();
+        for row in 0..batch.num_rows() {
+            if paths.is_null(row) || positions.is_null(row) {
+                return Err(corrupt(&format!("null file_path or pos at row {row}")));
+            }
+            let raw = paths.value(row);
+            let key = match &last {
+                Some((r, k)) if r == raw => k.clone(),
+                _ => {
+                    let k = normalize_location(raw);
+                    last = Some((raw.to_string(), k.clone()));
+                    k
+                }
+            };
+            let pos = positions.value(row);
+            let pos =
+                u64::try_from(pos).map_err(|_| corrupt(&format!("negative position {pos}")))?;
+            out.entry(key).or_default().insert(pos);
+        }
+    }
+    Ok(out)
+}
+
+/// Reads one deletion vector blob (`offset..offset+length` of a Puffin file).
+pub(crate) async fn read_deletion_vector(
+    io: &TableIo,
+    table: &str,
+    path: &str,
+    offset: u64,
+    length: u64,
+) -> Result<RoaringTreemap> {
+    let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(table, "deletion vector", path, e);
+    let blob: Bytes = io
+        .read_range(path, offset..offset + length)
+        .await
+        .map_err(|e| corrupt(&e))?;
+    parse_deletion_vector(&blob).map_err(|e| corrupt(&e))
+}
+
+/// Parses a `deletion-vector-v1` blob: length (4 bytes BE), magic, a portable 64-bit roaring
+/// bitmap, CRC-32 (4 bytes BE) of magic + bitmap.
+pub(crate) fn parse_deletion_vector(blob: &[u8]) -> std::result::Result<RoaringTreemap, String> {
+    if blob.len() < 12 {
+        return Err(format!("blob of {} bytes is too short", blob.len()));
+    }
+    let declared = u32::from_be_bytes([blob[0], blob[1], blob[2], blob[3]]) as usize;
+    if declared + 8 != blob.len() {
+        return Err(format!(
+            "declared length {declared} does not match blob of {} bytes",
+            blob.len()
+        ));
+    }
+    if blob[4..8] != DV_MAGIC {
+        return Err("bad deletion-vector magic".to_string());
+    }
+    let body = &blob[4..4 + declared];
+    let crc = u32::from_be_bytes([
+        blob[4 + declared],
+        blob[5 + declared],
+        blob[6 + declared],
+        blob[7 + declared],
+    ]);
+    let mut hasher = flate2::Crc::new();
+    hasher.update(body);
+    if hasher.sum() != crc {
+        return Err("deletion-vector checksum mismatch".to_string());
+    }
+    RoaringTreemap::deserialize_from(Cursor::new(&body[4..]))
+        .map_err(|e| format!("bad bitmap: {e}"))
+}
+
+/// An access plan skipping the positions in `deleted`, given each row group's row count.
+/// Also returns how many of the file's rows it removes.
+pub(crate) fn access_plan(
+    deleted: &RoaringTreemap,
+    row_group_rows: &[u64],
+) -> (ParquetAccessPlan, u64) {
+    let mut groups = Vec::with_capacity(row_group_rows.len());
+    let mut removed = 0;
+    let mut start = 0u64;
+    let mut positions = deleted.iter().peekable();
+    for &rows in row_group_rows {
+        let end = start + rows;
+        let mut selectors = Vec::new();
+        let mut cursor = start;
+        let mut in_group = 0u64;
+        while let Some(&pos) = positions.peek() {
+            if pos >= end {
+                break;
+            }
+            positions.next();
+            if pos < cursor {
+                continue;
+            }
+            if pos > cursor {
+                selectors.push(RowSelector::select((pos - cursor) as usize));
+            }
+            selectors.push(RowSelector::skip(1));
+            cursor = pos + 1;
+            in_group += 1;
+        }
+        removed += in_group;
+        if in_group == 0 {
+            groups.push(RowGroupAccess::Scan);
+        } else if in_group == rows {
+            groups.push(RowGroupAccess::Skip);
+        } else {
+            if cursor < end {
+                selectors.push(RowSelector::select((end - cursor) as usize));
+            }
+            groups.push(RowGroupAccess::Selection(RowSelection::from(selectors)));
+        }
+        start = end;
+    }
+    (ParquetAccessPlan::new(groups), removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_plan_skips_exactly_the_deleted_rows() {
+        let deleted: RoaringTreemap = [0u64, 1, 5, 10, 11, 12, 13, 14].into_iter().collect();
+        let (plan, removed) = access_plan(&deleted, &[10, 5, 3]);
+        assert_eq!(removed, 8);
+        let groups = plan.into_inner();
+        assert!(matches!(groups[1], RowGroupAccess::Skip));
+        assert!(matches!(groups[2], RowGroupAccess::Scan));
+        let RowGroupAccess::Selection(sel) = &groups[0] else {
+            panic!("expected a selection");
+        };
+        assert_eq!(sel.row_count(), 7);
+    }
+
+    #[test]
+    fn deletion_vector_round_trip() {
+        let bitmap: RoaringTreemap = [3u64, 7, 1 << 33].into_iter().collect();
+        let mut body = DV_MAGIC.to_vec();
+        bitmap.serialize_into(&mut body).unwrap();
+        let mut crc = flate2::Crc::new();
+        crc.update(&body);
+        let mut blob = (body.len() as u32).to_be_bytes().to_vec();
+        blob.extend_from_slice(&body);
+        blob.extend_from_slice(&crc.sum().to_be_bytes());
+        assert_eq!(parse_deletion_vector(&blob).unwrap(), bitmap);
+        blob[9] ^= 0xff;
+        assert!(parse_deletion_vector(&blob).is_err());
+    }
+}

@@ -76,7 +76,7 @@ impl IcebergScanExec {
     }
 
     /// As [`IcebergScanExec::new`], applying merge-on-read deletes whose metrics live in
-    /// `metrics`.
+    /// `metrics` (a fresh set: planning counts are recorded into it here).
     pub fn with_metrics(
         input: Arc<dyn ExecutionPlan>,
         table: String,
@@ -85,27 +85,19 @@ impl IcebergScanExec {
         metrics: ExecutionPlanMetricsSet,
         merge: Option<MergeSpec>,
     ) -> Self {
-        let counter = |name: &'static str, value: usize| {
-            MetricBuilder::new(&metrics).global_counter(name).add(value);
-        };
-        counter("manifests_total", plan_metrics.manifests_total);
-        counter("manifests_pruned", plan_metrics.manifests_pruned);
-        counter("manifests_read", plan_metrics.manifests_read);
-        counter("data_files_seen", plan_metrics.data_files_seen);
-        counter(
-            "files_pruned_by_partition",
-            plan_metrics.files_pruned_by_partition,
-        );
-        counter(
-            "files_pruned_by_metrics",
-            plan_metrics.files_pruned_by_metrics,
-        );
-        counter("files_scanned", plan_metrics.files_selected);
-        counter("bytes_planned", plan_metrics.bytes_selected as usize);
-        counter("delete_files", plan_metrics.delete_files);
-        MetricBuilder::new(&metrics)
-            .subset_time("planning_time", 0)
-            .add_duration(plan_metrics.planning_time);
+        record_plan_metrics(&metrics, &plan_metrics);
+        Self::assemble(input, table, snapshot_id, plan_metrics, metrics, merge)
+    }
+
+    /// Builds the node around metrics already recorded (new children, execution).
+    fn assemble(
+        input: Arc<dyn ExecutionPlan>,
+        table: String,
+        snapshot_id: Option<i64>,
+        plan_metrics: PlanMetrics,
+        metrics: ExecutionPlanMetricsSet,
+        merge: Option<MergeSpec>,
+    ) -> Self {
         let properties = match &merge {
             Some(spec) => Arc::new(PlanProperties::new(
                 EquivalenceProperties::new(Arc::clone(&spec.schema)),
@@ -181,6 +173,31 @@ impl IcebergScanExec {
     }
 }
 
+/// Records planning counts as metrics of the scan node.
+fn record_plan_metrics(metrics: &ExecutionPlanMetricsSet, plan_metrics: &PlanMetrics) {
+    let counter = |name: &'static str, value: usize| {
+        MetricBuilder::new(metrics).global_counter(name).add(value);
+    };
+    counter("manifests_total", plan_metrics.manifests_total);
+    counter("manifests_pruned", plan_metrics.manifests_pruned);
+    counter("manifests_read", plan_metrics.manifests_read);
+    counter("data_files_seen", plan_metrics.data_files_seen);
+    counter(
+        "files_pruned_by_partition",
+        plan_metrics.files_pruned_by_partition,
+    );
+    counter(
+        "files_pruned_by_metrics",
+        plan_metrics.files_pruned_by_metrics,
+    );
+    counter("files_scanned", plan_metrics.files_selected);
+    counter("bytes_planned", plan_metrics.bytes_selected as usize);
+    counter("delete_files", plan_metrics.delete_files);
+    MetricBuilder::new(metrics)
+        .subset_time("planning_time", 0)
+        .add_duration(plan_metrics.planning_time);
+}
+
 impl DisplayAs for IcebergScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let m = &self.plan_metrics;
@@ -237,7 +254,7 @@ impl ExecutionPlan for IcebergScanExec {
                 "IcebergScanExec needs one child".into(),
             ));
         };
-        Ok(Arc::new(IcebergScanExec::with_metrics(
+        Ok(Arc::new(IcebergScanExec::assemble(
             input,
             self.table.clone(),
             self.snapshot_id,
@@ -256,7 +273,7 @@ impl ExecutionPlan for IcebergScanExec {
             return self.input.execute(partition, context);
         };
         let spec = spec.clone();
-        let this = IcebergScanExec::with_metrics(
+        let this = IcebergScanExec::assemble(
             Arc::clone(&self.input),
             self.table.clone(),
             self.snapshot_id,

@@ -26,6 +26,7 @@ use datafusion::common::ScalarValue;
 use datafusion::common::{DFSchema, Result as DFResult};
 use datafusion::datasource::TableType;
 use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
@@ -40,7 +41,7 @@ use crate::catalog::LoadedTable;
 use crate::deletes::{EqualityGroup, FileDeletes, MergeOnRead, key_type};
 use crate::error::{Error, Result};
 use crate::plan::{DeleteFileRef, DeleteKind, Predicate, ScanPlan, ScanPlanner, ScanRequest};
-use crate::scan::{FieldIdAdapterFactory, IcebergScanExec, MergeSpec};
+use crate::scan::{FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory};
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 
 /// An Iceberg table at one snapshot selection, for DataFusion.
@@ -250,8 +251,16 @@ impl TableProvider for IcebergTableProvider {
             ),
             None => TableSchema::new(Arc::clone(&self.arrow_schema), vec![]),
         };
+        let runtime = state.runtime_env();
+        let readers = CachedParquetFileReaderFactory::new(
+            runtime.object_store(&store_url)?,
+            runtime.cache_manager.get_file_metadata_cache(),
+        );
         let mut source = ParquetSource::new(table_schema)
-            .with_table_parquet_options(state.table_options().parquet.clone());
+            .with_table_parquet_options(state.table_options().parquet.clone())
+            .with_parquet_file_reader_factory(Arc::new(NamedFileReaderFactory::new(Arc::new(
+                readers,
+            ))));
         if let Some(expr) = conjunction(filters.to_vec()) {
             let df_schema = DFSchema::try_from(Arc::clone(&self.arrow_schema))?;
             let predicate = state.create_physical_expr(expr, &df_schema)?;

@@ -269,8 +269,21 @@ impl ExecutionPlan for IcebergScanExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
+        let table = self.table.clone();
+        let with_table = move |e: DataFusionError| match e {
+            // Already says which table (e.g. a delete file error) or is not about data.
+            e @ (DataFusionError::External(_)
+            | DataFusionError::ResourcesExhausted(_)
+            | DataFusionError::Context(_, _)) => e,
+            e => DataFusionError::Context(format!("reading table {table}"), Box::new(e)),
+        };
         let Some(spec) = &self.merge else {
-            return self.input.execute(partition, context);
+            let stream = self.input.execute(partition, context)?;
+            let schema = stream.schema();
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                schema,
+                stream.map_err(with_table),
+            )));
         };
         let spec = spec.clone();
         let this = IcebergScanExec::assemble(
@@ -300,7 +313,9 @@ impl ExecutionPlan for IcebergScanExec {
                     batch.and_then(|b| merge.apply(&loaded, b, &output, &schema))
                 }))
             };
-        let stream = futures::stream::once(start).try_flatten();
+        let stream = futures::stream::once(start)
+            .try_flatten()
+            .map_err(with_table);
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
 

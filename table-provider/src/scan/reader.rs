@@ -1,0 +1,93 @@
+//! Parquet readers for scans: DataFusion's cached reader factory (footers and page indexes
+//! reused across queries through the runtime's file-metadata cache), with every read error
+//! naming the data file it came from.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use datafusion::common::Result as DFResult;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::ParquetMetaData;
+
+/// Wraps a reader factory so that errors say which data file failed.
+#[derive(Debug)]
+pub struct NamedFileReaderFactory {
+    inner: Arc<dyn ParquetFileReaderFactory>,
+}
+
+impl NamedFileReaderFactory {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn ParquetFileReaderFactory>) -> Self {
+        Self { inner }
+    }
+}
+
+impl ParquetFileReaderFactory for NamedFileReaderFactory {
+    fn create_reader(
+        &self,
+        partition_index: usize,
+        partitioned_file: PartitionedFile,
+        metadata_size_hint: Option<usize>,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> DFResult<Box<dyn AsyncFileReader + Send>> {
+        let path = partitioned_file.object_meta.location.to_string();
+        let inner = self.inner.create_reader(
+            partition_index,
+            partitioned_file,
+            metadata_size_hint,
+            metrics,
+        )?;
+        Ok(Box::new(NamedFileReader { inner, path }))
+    }
+}
+
+struct NamedFileReader {
+    inner: Box<dyn AsyncFileReader + Send>,
+    path: String,
+}
+
+impl NamedFileReader {
+    fn name(path: &str, e: ParquetError) -> ParquetError {
+        ParquetError::General(format!("data file /{path}: {e}"))
+    }
+}
+
+impl AsyncFileReader for NamedFileReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        let path = &self.path;
+        self.inner
+            .get_bytes(range)
+            .map(move |r| r.map_err(|e| Self::name(path, e)))
+            .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        let path = &self.path;
+        self.inner
+            .get_byte_ranges(ranges)
+            .map(move |r| r.map_err(|e| Self::name(path, e)))
+            .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        let path = &self.path;
+        self.inner
+            .get_metadata(options)
+            .map(move |r| r.map_err(|e| Self::name(path, e)))
+            .boxed()
+    }
+}

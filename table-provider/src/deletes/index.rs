@@ -2,7 +2,8 @@
 //!
 //! - a position delete file applies when the data file's data sequence number ≤ its own and
 //!   both share spec and partition, or when it names the data file (`referenced_data_file`,
-//!   or equal lower/upper bounds of its `file_path` column);
+//!   or equal lower/upper bounds of its `file_path` column); a file whose `file_path` bounds
+//!   exclude the data file's path is skipped;
 //! - a deletion vector applies to its one referenced data file (same sequence rule), and
 //!   supersedes position delete files for that file;
 //! - an equality delete file applies when the data file's data sequence number < its own, in
@@ -24,6 +25,18 @@ const POS_FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
 struct Indexed {
     delete: DeleteFileRef,
     sequence_number: i64,
+    /// Lower and upper bounds of a position delete file's `file_path` column.
+    path_bounds: Option<(String, String)>,
+}
+
+impl Indexed {
+    /// Whether a position delete file may name `path` (by its `file_path` bounds).
+    fn may_reference(&self, path: &str) -> bool {
+        match &self.path_bounds {
+            Some((lower, upper)) => lower.as_str() <= path && path <= upper.as_str(),
+            None => true,
+        }
+    }
 }
 
 /// The delete files of a snapshot, indexed for matching against data files.
@@ -62,6 +75,7 @@ impl DeleteFileIndex {
                 sequence_number,
             },
             sequence_number,
+            path_bounds: path_bounds(file),
         };
         match file.content_type() {
             DataContentType::Data => return,
@@ -119,7 +133,8 @@ impl DeleteFileIndex {
         if self.count == 0 {
             return Vec::new();
         }
-        let path = normalize_location(data.file_path());
+        let raw_path = data.file_path();
+        let path = normalize_location(raw_path);
         let key = (spec_id, data.partition().clone());
         let mut out = Vec::new();
         let positional = |d: &&Indexed| sequence_number <= d.sequence_number;
@@ -138,7 +153,12 @@ impl DeleteFileIndex {
             .into_iter()
             .flatten()
             {
-                out.extend(list.iter().filter(positional).map(|d| d.delete.clone()));
+                out.extend(
+                    list.iter()
+                        .filter(positional)
+                        .filter(|d| d.may_reference(raw_path))
+                        .map(|d| d.delete.clone()),
+                );
             }
         } else {
             out.extend(dvs.into_iter().map(|d| d.delete.clone()));
@@ -153,6 +173,16 @@ impl DeleteFileIndex {
             out.extend(list.iter().filter(equality).map(|d| d.delete.clone()));
         }
         out
+    }
+}
+
+/// The `file_path` bounds of a position delete file, when its metrics have them.
+fn path_bounds(file: &DataFile) -> Option<(String, String)> {
+    let lower = file.lower_bounds().get(&POS_FILE_PATH_FIELD_ID)?;
+    let upper = file.upper_bounds().get(&POS_FILE_PATH_FIELD_ID)?;
+    match (lower.literal(), upper.literal()) {
+        (PrimitiveLiteral::String(l), PrimitiveLiteral::String(u)) => Some((l.clone(), u.clone())),
+        _ => None,
     }
 }
 

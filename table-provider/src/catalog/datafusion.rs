@@ -92,9 +92,9 @@ impl CatalogProvider for IcebergCatalogProvider {
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         let namespace = Namespace::from_dotted(name);
-        let exists = wait(self.catalog.list_namespaces())
+        let exists = wait(self.catalog.namespace_exists(&namespace))
             .and_then(Result::ok)
-            .is_some_and(|all| all.contains(&namespace));
+            .unwrap_or(false);
         exists.then(|| {
             Arc::new(IcebergSchemaProvider {
                 catalog: Arc::clone(&self.catalog),

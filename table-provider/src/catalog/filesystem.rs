@@ -150,6 +150,27 @@ impl Catalog for FileSystemCatalog {
         Ok(namespaces)
     }
 
+    async fn namespace_exists(&self, namespace: &Namespace) -> Result<bool> {
+        if namespace.levels().is_empty() || namespace.levels().len() > MAX_NAMESPACE_DEPTH {
+            return Ok(false);
+        }
+        let dir = self.dir_of(namespace.levels());
+        let listing = self.store.list_with_delimiter(Some(&dir)).await?;
+        if listing.objects.is_empty() && listing.common_prefixes.is_empty() {
+            return Ok(false);
+        }
+        // Every level must be a namespace, not a table.
+        for depth in 1..=namespace.levels().len() {
+            if self
+                .is_table(&self.dir_of(&namespace.levels()[..depth]))
+                .await?
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     async fn list_tables(&self, namespace: &Namespace) -> Result<Vec<TableIdent>> {
         let dir = self.dir_of(namespace.levels());
         let mut tables = Vec::new();

@@ -89,6 +89,11 @@ pub trait Catalog: fmt::Debug + Send + Sync {
     /// Every namespace (all levels, parents before children).
     async fn list_namespaces(&self) -> Result<Vec<Namespace>>;
 
+    /// Whether `namespace` exists (DataFusion asks on every query: keep it cheap).
+    async fn namespace_exists(&self, namespace: &Namespace) -> Result<bool> {
+        Ok(self.list_namespaces().await?.contains(namespace))
+    }
+
     /// The tables directly in `namespace`.
     async fn list_tables(&self, namespace: &Namespace) -> Result<Vec<TableIdent>>;
 

@@ -41,7 +41,7 @@ use tonic::Status;
 
 use crate::error::df_status;
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
-use crate::sql_text::{number_placeholders, order_placeholders};
+use crate::sql_text::{normalize_sql, order_placeholders};
 use crate::tickets::ipc_to_batches;
 
 /// A catalog as the server sees it: Iceberg catalogs are listed through Petrel's async
@@ -204,7 +204,7 @@ impl QueryEngine {
     }
 
     async fn plan_in(&self, ctx: &SessionContext, sql: &str) -> Result<DataFrame, Status> {
-        let text = number_placeholders(sql);
+        let text = normalize_sql(sql);
         let text = petrel_table_provider::rewrite_time_travel(&text)
             .map_err(|e| crate::error::to_status(&e))?;
         let options = SQLOptions::new()
@@ -312,6 +312,10 @@ impl QueryEngine {
             _permit: permit,
             registry: Arc::clone(&self.running),
             id,
+            sql: ticket.sql,
+            started: Instant::now(),
+            rows: 0,
+            outcome: "dropped by the client",
         };
         Ok((schema, guarded.boxed()))
     }
@@ -448,6 +452,10 @@ struct QueryStream {
     _permit: OwnedSemaphorePermit,
     registry: Arc<Mutex<HashMap<Bytes, CancellationToken>>>,
     id: Bytes,
+    sql: String,
+    started: Instant,
+    rows: usize,
+    outcome: &'static str,
 }
 
 impl Stream for QueryStream {
@@ -459,13 +467,23 @@ impl Stream for QueryStream {
         }
         if self.cancelled.as_mut().poll(cx).is_ready() {
             self.done = true;
+            self.outcome = "cancelled";
             return Poll::Ready(Some(Err(Status::cancelled(
                 "query cancelled (CancelFlightInfo / CancelQuery)",
             ))));
         }
         let next = self.inner.poll_next_unpin(cx);
-        if let Poll::Ready(None) | Poll::Ready(Some(Err(_))) = &next {
-            self.done = true;
+        match &next {
+            Poll::Ready(None) => {
+                self.done = true;
+                self.outcome = "complete";
+            }
+            Poll::Ready(Some(Err(_))) => {
+                self.done = true;
+                self.outcome = "failed";
+            }
+            Poll::Ready(Some(Ok(batch))) => self.rows += batch.num_rows(),
+            Poll::Pending => {}
         }
         next
     }
@@ -473,6 +491,13 @@ impl Stream for QueryStream {
 
 impl Drop for QueryStream {
     fn drop(&mut self) {
+        tracing::info!(
+            sql = %self.sql,
+            rows = self.rows,
+            elapsed_ms = self.started.elapsed().as_millis() as u64,
+            outcome = self.outcome,
+            "query"
+        );
         if !self.id.is_empty()
             && let Ok(mut r) = self.registry.lock()
         {

@@ -214,9 +214,10 @@ pub(crate) fn sql_info_data() -> SqlInfoData {
     }
     b.append(SqlInfo::SqlMaxRowSizeIncludesBlobs, false);
     // Transactions: none (every query reads one consistent snapshot per table)
+    // The JDBC driver reads this one as a bigint (`Long.class`), unlike the other ordinals.
     b.append(
         SqlInfo::SqlDefaultTransactionIsolation,
-        SqlTransactionIsolationLevel::SqlTransactionNone as i32,
+        SqlTransactionIsolationLevel::SqlTransactionNone as i64,
     );
     b.append(SqlInfo::SqlTransactionsSupported, false);
     b.append(SqlInfo::SqlSupportedTransactionsIsolationLevels, 0i32);

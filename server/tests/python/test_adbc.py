@@ -78,6 +78,15 @@ def test_prepared_statements_with_parameters(conn):
         assert sorted(r[0] for r in cur.fetchall()) == [120, 121, 122]
 
 
+def test_superset_bare_timestamps(conn):
+    # flightsql-dbapi (Superset) sends time-range bounds unquoted.
+    with conn.cursor() as cur:
+        cur.execute(
+            "SELECT count(*) FROM pyiceberg_cow WHERE ts >= 2024-01-02 00:00:00.000000 AND ts < 2024-01-03 00:00:00.000000"
+        )
+        assert cur.fetchone() == (582,)
+
+
 def test_bad_parameters_and_sql(conn):
     with conn.cursor() as cur:
         with pytest.raises(adbc_driver_manager.ProgrammingError, match="INVALID_ARGUMENT"):

@@ -317,7 +317,7 @@ async fn write_manifest(
     let builder = ManifestWriterBuilder::new(
         output,
         Some(snapshot),
-        metadata.current_schema().clone(),
+        Arc::clone(metadata.current_schema()),
         metadata.default_partition_spec().as_ref().clone(),
     );
     let mut writer = if deletes {
@@ -726,6 +726,22 @@ fn find_metrics(plan: &Arc<dyn ExecutionPlan>, name: &str) -> Option<MetricsSet>
         .find_map(|c| find_metrics(c, name))
 }
 
+/// The metrics of every node from `IcebergScanExec` down, by node name.
+fn scan_metrics(plan: &Arc<dyn ExecutionPlan>) -> String {
+    fn walk(plan: &Arc<dyn ExecutionPlan>, inside: bool, out: &mut Vec<String>) {
+        let inside = inside || plan.name().contains("IcebergScan");
+        if inside && let Some(m) = plan.metrics() {
+            out.push(format!("{}: {}", plan.name(), m.aggregate_by_name()));
+        }
+        for c in plan.children() {
+            walk(c, inside, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(plan, false, &mut out);
+    out.join("; ")
+}
+
 struct MemoryReport {
     keys: usize,
     peak: usize,
@@ -863,6 +879,28 @@ fn main() {
         Some(s[s.len() / 2].as_secs_f64() * 1e3)
     };
     let memory = memory_report(&rt, &root);
+    // Where MOR time goes: the scan node's metrics for one run of each MOR version.
+    let breakdown: Vec<(String, String)> = rt.block_on(async {
+        let mut out = Vec::new();
+        for table in ["nodel", "posdel", "eqdel"] {
+            let sql = format!("SELECT sum(i), sum(d) FROM iceberg.db.{table}");
+            let started = Instant::now();
+            let plan = ctx
+                .sql(&sql)
+                .await
+                .expect("sql")
+                .create_physical_plan()
+                .await
+                .expect("plan");
+            datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+                .await
+                .expect("collect");
+            let elapsed = started.elapsed();
+            let metrics = scan_metrics(&plan);
+            out.push((format!("{table} ({elapsed:.1?})"), metrics));
+        }
+        out
+    });
 
     let fmt_ms = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.1}"));
     let fmt_x = |v: Option<f64>| v.map_or("—".to_string(), |v| format!("{v:.2}"));
@@ -902,6 +940,11 @@ fn main() {
         if let Some(problem) = problem {
             println!("- {} on {table}: {problem}", engine.name());
         }
+    }
+    println!();
+    println!("Scan node metrics, `sum(i), sum(d)` (one run each):");
+    for (table, metrics) in &breakdown {
+        println!("- {table}: {metrics}");
     }
     println!();
     let raw = memory.keys * 8;

@@ -2,15 +2,19 @@
 //! SetSessionOptions (ADBC's `adbc.connection.catalog` / `db_schema`, the JDBC driver's
 //! `catalog=` URL parameter).
 //!
-//! Sessions are referenced by the `arrow_flight_session_id` cookie, as Flight's spec suggests,
-//! or, for clients that do not keep cookies, by their bearer token. A call with neither uses
-//! the server's defaults. The options are also copied into
+//! Sessions are referenced by the `arrow_flight_session_id` cookie, as Flight's spec suggests;
+//! for clients that do not keep cookies (ADBC's Go driver by default) by their bearer token,
+//! and without auth by their TCP connection (an ADBC or JDBC connection is one HTTP/2
+//! connection). A call with none of these uses the server's defaults. The options are also copied into
 //! every ticket and prepared-statement handle, so a DoGet never depends on the session table.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use std::net::SocketAddr;
+
+use tonic::Request;
 use tonic::metadata::MetadataMap;
 
 use crate::proto::petrel::SessionDefaults;
@@ -19,13 +23,42 @@ use crate::proto::petrel::SessionDefaults;
 pub const SESSION_COOKIE: &str = "arrow_flight_session_id";
 
 /// Sessions idle longer than this are forgotten.
-const SESSION_IDLE: Duration = Duration::from_secs(24 * 3600);
+const SESSION_IDLE: Duration = Duration::from_secs(8 * 3600);
 
-/// Session id → the session's defaults.
+/// Session id → the session's defaults; connection / credential keys → session id.
 #[derive(Debug)]
 pub struct SessionStore {
     defaults: SessionDefaults,
-    sessions: Mutex<HashMap<String, (SessionDefaults, Instant)>>,
+    inner: Mutex<Sessions>,
+}
+
+#[derive(Debug, Default)]
+struct Sessions {
+    by_id: HashMap<String, (SessionDefaults, Instant)>,
+    /// `auth:<authorization header>` or `peer:<address>` → session id, for calls without the
+    /// cookie.
+    aliases: HashMap<String, String>,
+}
+
+impl Sessions {
+    fn resolve(&self, cookie: Option<&str>, alias: Option<&str>) -> Option<String> {
+        if let Some(id) = cookie
+            && self.by_id.contains_key(id)
+        {
+            return Some(id.to_string());
+        }
+        alias
+            .and_then(|a| self.aliases.get(a))
+            .filter(|id| self.by_id.contains_key(*id))
+            .cloned()
+    }
+
+    fn expire(&mut self) {
+        self.by_id
+            .retain(|_, (_, seen)| seen.elapsed() < SESSION_IDLE);
+        let live = &self.by_id;
+        self.aliases.retain(|_, id| live.contains_key(id));
+    }
 }
 
 impl SessionStore {
@@ -33,7 +66,7 @@ impl SessionStore {
     pub fn new(defaults: SessionDefaults) -> Self {
         Self {
             defaults,
-            sessions: Mutex::new(HashMap::new()),
+            inner: Mutex::new(Sessions::default()),
         }
     }
 
@@ -42,70 +75,81 @@ impl SessionStore {
         &self.defaults
     }
 
-    /// The defaults for the call carrying `metadata`.
-    pub fn current(&self, metadata: &MetadataMap) -> SessionDefaults {
-        match session_id(metadata) {
+    /// The defaults for this call's session (the server's when it has none).
+    pub fn current<T>(&self, request: &Request<T>) -> SessionDefaults {
+        let (cookie, alias) = keys(request);
+        let mut inner = self.inner.lock().expect("lock");
+        match inner.resolve(cookie.as_deref(), alias.as_deref()) {
             Some(id) => {
-                let mut sessions = self.sessions.lock().expect("lock");
-                match sessions.get_mut(&id) {
-                    Some((d, seen)) => {
-                        *seen = Instant::now();
-                        d.clone()
-                    }
-                    None => self.defaults.clone(),
-                }
+                let (d, seen) = inner.by_id.get_mut(&id).expect("resolved");
+                *seen = Instant::now();
+                d.clone()
             }
             None => self.defaults.clone(),
         }
     }
 
-    /// Whether the call names a session this store knows.
-    pub fn exists(&self, metadata: &MetadataMap) -> bool {
-        session_id(metadata).is_some_and(|id| self.sessions.lock().expect("lock").contains_key(&id))
+    /// Whether the call belongs to a session this store knows.
+    pub fn exists<T>(&self, request: &Request<T>) -> bool {
+        let (cookie, alias) = keys(request);
+        let inner = self.inner.lock().expect("lock");
+        inner.resolve(cookie.as_deref(), alias.as_deref()).is_some()
     }
 
-    /// Applies `update` to the call's session (creating one if needed) and returns the
-    /// session id to set as a cookie when a new one was created.
-    pub fn update(
+    /// Applies `update` to the call's session (creating one if needed). Returns the session
+    /// id to send as a cookie when the call did not carry it.
+    pub fn update<T>(
         &self,
-        metadata: &MetadataMap,
+        request: &Request<T>,
         update: impl FnOnce(&mut SessionDefaults),
     ) -> Option<String> {
-        let mut sessions = self.sessions.lock().expect("lock");
-        sessions.retain(|_, (_, seen)| seen.elapsed() < SESSION_IDLE);
-        let (id, new) = match (cookie(metadata), session_id(metadata)) {
-            (Some(id), _) if sessions.contains_key(&id) => (id, false),
-            (None, Some(key)) => (key, false),
-            _ => (uuid::Uuid::new_v4().simple().to_string(), true),
-        };
-        let entry = sessions
+        let (cookie, alias) = keys(request);
+        let mut inner = self.inner.lock().expect("lock");
+        inner.expire();
+        let id = inner
+            .resolve(cookie.as_deref(), alias.as_deref())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        if let Some(a) = alias {
+            inner.aliases.insert(a, id.clone());
+        }
+        let entry = inner
+            .by_id
             .entry(id.clone())
             .or_insert_with(|| (self.defaults.clone(), Instant::now()));
         update(&mut entry.0);
         entry.1 = Instant::now();
-        new.then_some(id)
+        (cookie.as_deref() != Some(id.as_str())).then_some(id)
     }
 
     /// Forgets the call's session; false when there was none.
-    pub fn close(&self, metadata: &MetadataMap) -> bool {
-        match session_id(metadata) {
-            Some(id) => self.sessions.lock().expect("lock").remove(&id).is_some(),
+    pub fn close<T>(&self, request: &Request<T>) -> bool {
+        let (cookie, alias) = keys(request);
+        let mut inner = self.inner.lock().expect("lock");
+        match inner.resolve(cookie.as_deref(), alias.as_deref()) {
+            Some(id) => {
+                inner.by_id.remove(&id);
+                inner.aliases.retain(|_, v| *v != id);
+                true
+            }
             None => false,
         }
     }
 }
 
-/// The session key of a call: its `arrow_flight_session_id` cookie, else its credentials
-/// (each handshake issues a distinct token, so a client without cookie support still keeps
-/// its own session).
-fn session_id(metadata: &MetadataMap) -> Option<String> {
-    if let Some(id) = cookie(metadata) {
-        return Some(id);
-    }
-    metadata
+/// The call's session cookie, and its fallback key: credentials (each handshake issues a
+/// distinct token) or, without auth, the TCP connection.
+fn keys<T>(request: &Request<T>) -> (Option<String>, Option<String>) {
+    let metadata = request.metadata();
+    let alias = metadata
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .map(|a| format!("auth:{a}"))
+        .or_else(|| {
+            request
+                .remote_addr()
+                .map(|p: SocketAddr| format!("peer:{p}"))
+        });
+    (cookie(metadata), alias)
 }
 
 fn cookie(metadata: &MetadataMap) -> Option<String> {

@@ -144,7 +144,7 @@ impl FlightSqlService for PetrelFlightSql {
         if query.transaction_id.is_some() {
             return Err(Status::invalid_argument("transactions are not supported"));
         }
-        let session = self.sessions.current(request.metadata());
+        let session = self.sessions.current(&request);
         let (info, _) =
             statement::plan_statement(&self.engine, &query.query, session, request.into_inner())
                 .await?;
@@ -196,7 +196,7 @@ impl FlightSqlService for PetrelFlightSql {
         query: ActionCreatePreparedStatementRequest,
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
-        let session = self.sessions.current(request.metadata());
+        let session = self.sessions.current(&request);
         prepared::create(&self.engine, query, session).await
     }
 

@@ -237,6 +237,11 @@ impl FlightService for PetrelService {
                     .map_err(|e| {
                         Status::invalid_argument(format!("malformed SetSessionOptionsRequest: {e}"))
                     })?;
+                tracing::debug!(
+                    options = ?req.session_options,
+                    cookie = ?request.metadata().get("cookie"),
+                    "SetSessionOptions"
+                );
                 let mut errors = std::collections::HashMap::new();
                 let mut updates: Vec<(String, String)> = Vec::new();
                 for (name, value) in req.session_options {
@@ -270,7 +275,7 @@ impl FlightService for PetrelService {
                         }
                     }
                 }
-                let new_id = sessions.update(request.metadata(), |d| {
+                let new_id = sessions.update(&request, |d| {
                     for (k, v) in updates {
                         if k == "catalog" {
                             d.catalog = v;
@@ -288,7 +293,7 @@ impl FlightService for PetrelService {
                 Ok(resp)
             }
             "GetSessionOptions" => {
-                let d = sessions.current(request.metadata());
+                let d = sessions.current(&request);
                 let string = |s: String| SessionOptionValue {
                     option_value: Some(session_option_value::OptionValue::StringValue(s)),
                 };
@@ -302,7 +307,7 @@ impl FlightService for PetrelService {
             "CloseSession" => {
                 // Closing a session that was never opened (no options set) is not an error:
                 // the JDBC driver closes on every disconnect.
-                sessions.close(request.metadata());
+                sessions.close(&request);
                 Ok(Self::action_result(CloseSessionResult {
                     status: close_session_result::Status::Closed as i32,
                 }))

@@ -78,6 +78,22 @@ def test_prepared_statements_with_parameters(conn):
         assert sorted(r[0] for r in cur.fetchall()) == [120, 121, 122]
 
 
+def test_session_options_current_schema(corpus_server):
+    # ADBC reads/sets the current catalog and schema through Get/SetSessionOptions; its Go
+    # driver keeps no cookies, so the session follows the connection.
+    with flight_sql.connect(corpus_server.uri, autocommit=True) as conn:
+        assert conn.adbc_current_catalog == "iceberg"
+        assert conn.adbc_current_db_schema == "db"
+        conn.adbc_current_db_schema = "information_schema"
+        assert conn.adbc_current_db_schema == "information_schema"
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM tables WHERE table_schema = 'db'")
+            assert cur.fetchone() == (8,)
+    # Another connection still has the server's defaults.
+    with flight_sql.connect(corpus_server.uri, autocommit=True) as conn:
+        assert conn.adbc_current_db_schema == "db"
+
+
 def test_superset_bare_timestamps(conn):
     # flightsql-dbapi (Superset) sends time-range bounds unquoted.
     with conn.cursor() as cur:

@@ -304,6 +304,10 @@ impl QueryEngine {
                 .lock()
                 .expect("lock")
                 .insert(id.clone(), token.clone());
+            // A cancel that arrived while this query was being planned found nothing running.
+            if self.was_cancelled(&id) {
+                token.cancel();
+            }
         }
         let guarded = QueryStream {
             inner: stream,

@@ -216,6 +216,13 @@ impl ScanPlanner {
             .filter(|v| *v > 0)
             .unwrap_or(DEFAULT_SPLIT_SIZE);
 
+        let filter_keys = {
+            let mut keys = Vec::new();
+            request.filter.keys(&mut keys);
+            keys.sort_unstable();
+            keys.dedup();
+            keys
+        };
         let mut tasks = Vec::new();
         let fetches = data_manifests.into_iter().map(|(mf, filter)| {
             let (cache, io, name) = (self.cache.clone(), io.clone(), name.to_string());
@@ -239,7 +246,7 @@ impl ScanPlanner {
                     metrics.files_pruned_by_partition += 1;
                     continue;
                 }
-                if !metrics_might_match(&request.filter, file) {
+                if !metrics_might_match(&request.filter, &filter_keys, file) {
                     metrics.files_pruned_by_metrics += 1;
                     continue;
                 }
@@ -289,23 +296,39 @@ fn data_sequence_number(entry_seq: Option<i64>, mf: &ManifestFile) -> i64 {
 }
 
 /// Whether column metrics allow `file` to hold rows matching `filter`.
-fn metrics_might_match(filter: &Predicate, file: &DataFile) -> bool {
+fn metrics_might_match(filter: &Predicate, keys: &[i32], file: &DataFile) -> bool {
     if filter.is_true() {
         return true;
     }
     if file.record_count() == 0 {
         return false;
     }
+    // Each referenced column's statistics, looked up once per file (not once per leaf).
+    let stats: Vec<(i32, FieldStats<'_>)> = keys
+        .iter()
+        .map(|&id| {
+            let lower = file.lower_bounds().get(&id).map(|d| d.literal());
+            let upper = file.upper_bounds().get(&id).map(|d| d.literal());
+            let null_count = file.null_value_counts().get(&id).copied();
+            // A bound exists only when some value is non-null.
+            let all_null = lower.is_none()
+                && matches!((file.value_counts().get(&id), null_count), (Some(v), Some(n)) if *v == n);
+            let stats = FieldStats {
+                lower,
+                upper,
+                has_null: null_count.map(|n| n > 0),
+                all_null,
+                has_nan: file.nan_value_counts().get(&id).map(|n| *n > 0),
+            };
+            (id, stats)
+        })
+        .collect();
     might_match(filter, &|id| {
-        let value_count = file.value_counts().get(&id).copied();
-        let null_count = file.null_value_counts().get(&id).copied();
-        FieldStats {
-            lower: file.lower_bounds().get(&id).map(|d| d.literal()),
-            upper: file.upper_bounds().get(&id).map(|d| d.literal()),
-            has_null: null_count.map(|n| n > 0),
-            all_null: matches!((value_count, null_count), (Some(v), Some(n)) if v == n),
-            has_nan: file.nan_value_counts().get(&id).map(|n| *n > 0),
-        }
+        stats
+            .iter()
+            .find(|(key, _)| *key == id)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default()
     })
 }
 

@@ -10,12 +10,14 @@
 
 use std::hash::BuildHasher;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{DataType, Int64Type};
 use arrow::row::{RowConverter, SortField};
+use futures::TryStreamExt;
 use hashbrown::{DefaultHashBuilder, HashSet, HashTable};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
 
 use crate::error::{Error, Result};
 use crate::io::TableIo;
@@ -49,16 +51,21 @@ pub(crate) fn canonical_columns(columns: &[ArrayRef]) -> Result<Vec<ArrayRef>> {
 }
 
 /// Reads the equality columns (`field_ids`, in that order) of one equality delete file.
+/// Only those column chunks are fetched: other columns (often wide payloads) never are.
 pub(crate) async fn read_equality_keys(
     io: &TableIo,
     table: &str,
     path: &str,
+    file_size: u64,
     field_ids: &[i32],
 ) -> Result<Vec<ArrayRef>> {
     let corrupt =
         |e: &dyn std::fmt::Display| Error::corrupt(table, "equality delete file", path, e);
-    let bytes = io.read(path).await.map_err(|e| corrupt(&e))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| corrupt(&e))?;
+    let (store, _, object) = io.resolve(path)?;
+    let reader = ParquetObjectReader::new(store, object).with_file_size(file_size);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| corrupt(&e))?;
     let schema = std::sync::Arc::clone(builder.schema());
     let mut roots = Vec::with_capacity(field_ids.len());
     for id in field_ids {
@@ -74,32 +81,26 @@ pub(crate) async fn read_equality_keys(
         .with_projection(mask)
         .build()
         .map_err(|e| corrupt(&e))?
-        .collect::<std::result::Result<_, _>>()
+        .try_collect()
+        .await
         .map_err(|e| corrupt(&e))?;
-    // The projected batch orders columns as in the file; put them in field-id order.
-    let projected_ids: Vec<i32> = {
-        let mut sorted = roots.clone();
-        sorted.sort_unstable();
-        sorted
-            .iter()
-            .map(|i| field_id_of(schema.field(*i)).unwrap_or_default())
-            .collect()
-    };
+    // The projected batches order columns as the file does; put them in field-id order.
+    let mut sorted_roots = roots.clone();
+    sorted_roots.sort_unstable();
     let mut columns = Vec::with_capacity(field_ids.len());
-    for id in field_ids {
-        let position = projected_ids
+    for root in &roots {
+        let position = sorted_roots
             .iter()
-            .position(|p| p == id)
+            .position(|r| r == root)
             .unwrap_or_default();
-        let parts: Vec<ArrayRef> = batches
+        let parts: Vec<&dyn Array> = batches
             .iter()
-            .map(|b| std::sync::Arc::clone(b.column(position)))
+            .map(|b| b.column(position).as_ref())
             .collect();
-        let refs: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
-        let column = if refs.is_empty() {
-            arrow::array::new_empty_array(schema.field(roots[columns.len()]).data_type())
+        let column = if parts.is_empty() {
+            arrow::array::new_empty_array(schema.field(*root).data_type())
         } else {
-            arrow::compute::concat(&refs)?
+            arrow::compute::concat(&parts)?
         };
         columns.push(column);
     }
@@ -226,26 +227,25 @@ impl EqualityDeleteSet {
         }
     }
 
-    /// Marks rows of `keys` (canonical key columns of a data batch) that this set deletes.
-    pub(crate) fn mark_deleted(
-        &self,
-        keys: &[ArrayRef],
-        deleted: &mut BooleanBufferBuilder,
-    ) -> Result<()> {
-        match self {
+    /// Which rows of `keys` (canonical key columns of a data batch) this set deletes.
+    pub(crate) fn deleted(&self, keys: &[ArrayRef]) -> Result<BooleanBuffer> {
+        let len = keys.first().map_or(0, |k| k.len());
+        Ok(match self {
             EqualityDeleteSet::Long {
                 keys: set,
                 null_deleted,
             } => {
                 let column = keys[0].as_primitive::<Int64Type>();
-                for (i, v) in column.iter().enumerate() {
-                    let hit = match v {
-                        Some(v) => set.contains(&v),
-                        None => *null_deleted,
-                    };
-                    if hit {
-                        deleted.set_bit(i, true);
-                    }
+                let values = column.values();
+                match column.nulls().filter(|n| n.null_count() > 0) {
+                    None => BooleanBuffer::collect_bool(len, |i| set.contains(&values[i])),
+                    Some(nulls) => BooleanBuffer::collect_bool(len, |i| {
+                        if nulls.is_null(i) {
+                            *null_deleted
+                        } else {
+                            set.contains(&values[i])
+                        }
+                    }),
                 }
             }
             EqualityDeleteSet::Rows {
@@ -256,29 +256,20 @@ impl EqualityDeleteSet {
                 hasher,
             } => {
                 let rows = converter.convert_columns(keys)?;
-                for (i, row) in rows.iter().enumerate() {
-                    let bytes = row.as_ref();
+                BooleanBuffer::collect_bool(len, |i| {
+                    let bytes = rows.row(i);
+                    let bytes = bytes.as_ref();
                     let hash = hasher.hash_one(bytes);
-                    let hit = table
+                    table
                         .find(hash, |&k| {
                             let k = k as usize;
                             &arena[offsets[k]..offsets[k + 1]] == bytes
                         })
-                        .is_some();
-                    if hit {
-                        deleted.set_bit(i, true);
-                    }
-                }
+                        .is_some()
+                })
             }
-        }
-        Ok(())
+        })
     }
-}
-
-/// A keep-mask from a deleted-mask.
-pub(crate) fn keep_mask(deleted: BooleanBufferBuilder) -> BooleanArray {
-    let mut deleted = deleted;
-    BooleanArray::new(!&deleted.finish(), None)
 }
 
 #[cfg(test)]
@@ -291,10 +282,11 @@ mod tests {
 
     fn probe(set: &EqualityDeleteSet, keys: Vec<ArrayRef>) -> Vec<bool> {
         let keys = canonical_columns(&keys).unwrap();
-        let mut deleted = BooleanBufferBuilder::new(keys[0].len());
-        deleted.append_n(keys[0].len(), false);
-        set.mark_deleted(&keys, &mut deleted).unwrap();
-        keep_mask(deleted).iter().map(|v| v.unwrap()).collect()
+        set.deleted(&keys)
+            .unwrap()
+            .iter()
+            .map(|deleted| !deleted)
+            .collect()
     }
 
     #[test]

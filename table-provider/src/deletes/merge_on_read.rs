@@ -7,20 +7,25 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Array, ArrayRef, AsArray, BooleanBufferBuilder, RecordBatch, new_null_array};
+use arrow::array::{
+    ArrayRef, AsArray, BooleanArray, BooleanBufferBuilder, RecordBatch, new_null_array,
+};
+use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{DataType, UInt32Type};
 use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
 use datafusion::execution::TaskContext;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
 use futures::{StreamExt, TryStreamExt};
-use parquet::arrow::arrow_reader::ArrowReaderMetadata;
-use parquet::arrow::async_reader::ParquetObjectReader;
 use roaring::RoaringTreemap;
 use tokio::sync::OnceCell;
 
-use super::equality::{EqualityDeleteSet, canonical_type, keep_mask, read_equality_keys};
+use super::equality::{EqualityDeleteSet, canonical_type, read_equality_keys};
 use super::position::{access_plan, read_deletion_vector, read_position_delete_file};
 use crate::error::{Error, Result};
 use crate::io::{TableIo, normalize_location};
@@ -187,9 +192,10 @@ impl MergeOnRead {
         let io = &self.io;
         let positions: HashMap<String, HashMap<String, RoaringTreemap>> =
             futures::stream::iter(collect_futures(position_files.iter().map(|d| {
-                let (io, table, path) = (io.clone(), table.to_string(), d.path.clone());
+                let (io, table, path, size) =
+                    (io.clone(), table.to_string(), d.path.clone(), d.file_size);
                 async move {
-                    let parsed = read_position_delete_file(&io, &table, &path).await?;
+                    let parsed = read_position_delete_file(&io, &table, &path, size).await?;
                     Ok::<_, Error>((path, parsed))
                 }
             })))
@@ -251,8 +257,9 @@ impl MergeOnRead {
                 let (io, table) = (io.clone(), table.to_string());
                 let (path, size) = (self.files[index].path.clone(), self.files[index].file_size);
                 let removed_rows = self.metrics.rows_deleted_by_position.clone();
+                let cache = ctx.runtime_env().cache_manager.get_file_metadata_cache();
                 async move {
-                    let row_groups = row_group_rows(&io, &table, &path, size).await?;
+                    let row_groups = row_group_rows(&io, &table, &path, size, cache).await?;
                     let (plan, removed) = access_plan(&bitmap, &row_groups);
                     removed_rows.add(removed as usize);
                     Ok::<_, Error>((index, Arc::new(plan)))
@@ -283,8 +290,9 @@ impl MergeOnRead {
                     d.path.clone(),
                     (*ids).clone(),
                 );
+                let size = d.file_size;
                 async move {
-                    let columns = read_equality_keys(&io, &table, &path, &ids).await?;
+                    let columns = read_equality_keys(&io, &table, &path, size, &ids).await?;
                     Ok::<_, Error>((path, columns))
                 }
             })))
@@ -337,55 +345,34 @@ impl MergeOnRead {
         let rows = batch.num_rows();
         let batch = match self.file_column {
             Some(column) if rows > 0 => {
-                let files = batch.column(column).as_primitive::<UInt32Type>();
-                let mut deleted = BooleanBufferBuilder::new(rows);
-                deleted.append_n(rows, false);
-                // Batches come from one file; handle runs anyway.
-                let mut start = 0;
-                while start < rows {
-                    let file = files.value(start);
-                    let mut end = start + 1;
-                    while end < rows && files.value(end) == file {
-                        end += 1;
-                    }
-                    let slice = batch.slice(start, end - start);
-                    let mut run = BooleanBufferBuilder::new(end - start);
-                    run.append_n(end - start, false);
-                    if let Some(f) = self.files.get(file as usize) {
-                        for &group in &f.equality_groups {
-                            let keys = self.key_columns[group]
-                                .iter()
-                                .map(|(col, ty)| -> DFResult<ArrayRef> {
-                                    Ok(match col {
-                                        Some(c) => {
-                                            let a = slice.column(*c);
-                                            if a.data_type() == ty {
-                                                Arc::clone(a)
-                                            } else {
-                                                arrow::compute::cast(a, ty)?
-                                            }
-                                        }
-                                        None => new_null_array(ty, end - start),
-                                    })
-                                })
-                                .collect::<DFResult<Vec<_>>>()?;
-                            loaded.sets[group].mark_deleted(&keys, &mut run)?;
-                        }
-                    }
-                    for i in 0..end - start {
-                        if run.get_bit(i) {
-                            deleted.set_bit(start + i, true);
-                        }
-                    }
-                    start = end;
-                }
-                let keep = keep_mask(deleted);
-                let removed = rows - keep.true_count();
-                self.metrics.rows_deleted_by_equality.add(removed);
-                if removed == 0 {
-                    batch
+                let files = batch.column(column).as_primitive::<UInt32Type>().values();
+                let first = files[0];
+                let deleted = if files.iter().all(|f| *f == first) {
+                    // The usual case: the whole batch comes from one data file.
+                    self.deleted_rows(loaded, &batch, first)?
                 } else {
-                    arrow::compute::filter_record_batch(&batch, &keep)?
+                    let mut builder = BooleanBufferBuilder::new(rows);
+                    let mut start = 0;
+                    while start < rows {
+                        let file = files[start];
+                        let end = (start..rows).find(|i| files[*i] != file).unwrap_or(rows);
+                        let run = batch.slice(start, end - start);
+                        match self.deleted_rows(loaded, &run, file)? {
+                            Some(mask) => builder.append_buffer(&mask),
+                            None => builder.append_n(end - start, false),
+                        }
+                        start = end;
+                    }
+                    Some(builder.finish())
+                };
+                match deleted {
+                    Some(deleted) if deleted.count_set_bits() > 0 => {
+                        let removed = deleted.count_set_bits();
+                        self.metrics.rows_deleted_by_equality.add(removed);
+                        let keep = BooleanArray::new(!&deleted, None);
+                        arrow::compute::filter_record_batch(&batch, &keep)?
+                    }
+                    _ => batch,
                 }
             }
             _ => batch,
@@ -400,6 +387,44 @@ impl MergeOnRead {
             &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
         )?)
     }
+
+    /// The rows of `batch` (all from data file `file`) its equality deletes delete; `None`
+    /// when none apply.
+    fn deleted_rows(
+        &self,
+        loaded: &LoadedDeletes,
+        batch: &RecordBatch,
+        file: u32,
+    ) -> DFResult<Option<BooleanBuffer>> {
+        let Some(f) = self.files.get(file as usize) else {
+            return Ok(None);
+        };
+        let mut deleted: Option<BooleanBuffer> = None;
+        for &group in &f.equality_groups {
+            let keys = self.key_columns[group]
+                .iter()
+                .map(|(col, ty)| -> DFResult<ArrayRef> {
+                    Ok(match col {
+                        Some(c) => {
+                            let a = batch.column(*c);
+                            if a.data_type() == ty {
+                                Arc::clone(a)
+                            } else {
+                                arrow::compute::cast(a, ty)?
+                            }
+                        }
+                        None => new_null_array(ty, batch.num_rows()),
+                    })
+                })
+                .collect::<DFResult<Vec<_>>>()?;
+            let mask = loaded.sets[group].deleted(&keys)?;
+            deleted = Some(match deleted {
+                Some(previous) => &previous | &mask,
+                None => mask,
+            });
+        }
+        Ok(deleted)
+    }
 }
 
 /// Builds every future now, so the stream over them holds no closure (and no borrow).
@@ -407,15 +432,28 @@ fn collect_futures<F>(futures: impl Iterator<Item = F>) -> Vec<F> {
     futures.collect()
 }
 
-/// Row counts of a data file's row groups (from its footer).
-async fn row_group_rows(io: &TableIo, table: &str, path: &str, file_size: u64) -> Result<Vec<u64>> {
+/// Row counts of a data file's row groups, from its footer, read through DataFusion's
+/// file-metadata cache so that the scan that follows does not read the footer again.
+async fn row_group_rows(
+    io: &TableIo,
+    table: &str,
+    path: &str,
+    file_size: u64,
+    metadata_cache: Arc<dyn FileMetadataCache>,
+) -> Result<Vec<u64>> {
     let (store, _, object) = io.resolve(path)?;
-    let mut reader = ParquetObjectReader::new(store, object).with_file_size(file_size);
-    let metadata = ArrowReaderMetadata::load_async(&mut reader, Default::default())
+    let factory = CachedParquetFileReaderFactory::new(store, metadata_cache);
+    let mut reader = factory.create_reader(
+        0,
+        PartitionedFile::new(object.to_string(), file_size),
+        None,
+        &ExecutionPlanMetricsSet::new(),
+    )?;
+    let metadata = reader
+        .get_metadata(None)
         .await
         .map_err(|e| Error::corrupt(table, "data file", path, e))?;
     Ok(metadata
-        .metadata()
         .row_groups()
         .iter()
         .map(|rg| rg.num_rows().max(0) as u64)

@@ -10,13 +10,14 @@
 use std::collections::HashMap;
 use std::io::Cursor;
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Int64Type};
 use bytes::Bytes;
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
+use futures::TryStreamExt;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
 use roaring::RoaringTreemap;
 
 use crate::error::{Error, Result};
@@ -29,16 +30,21 @@ const POS_ID: &str = "2147483545";
 /// Magic bytes of a `deletion-vector-v1` blob.
 const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
 
-/// Reads a position delete file: deleted positions by (normalised) data file path.
+/// Reads a position delete file: deleted positions by (normalised) data file path. Only the
+/// `file_path` and `pos` column chunks are fetched (never the optional `row` payload).
 pub(crate) async fn read_position_delete_file(
     io: &TableIo,
     table: &str,
     path: &str,
+    file_size: u64,
 ) -> Result<HashMap<String, RoaringTreemap>> {
     let corrupt =
         |e: &dyn std::fmt::Display| Error::corrupt(table, "position delete file", path, e);
-    let bytes = io.read(path).await.map_err(|e| corrupt(&e))?;
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| corrupt(&e))?;
+    let (store, _, object) = io.resolve(path)?;
+    let reader = ParquetObjectReader::new(store, object).with_file_size(file_size);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| corrupt(&e))?;
     let schema = std::sync::Arc::clone(builder.schema());
     let find = |id: &str, name: &str| {
         schema.fields().iter().position(|f| {
@@ -53,45 +59,46 @@ pub(crate) async fn read_position_delete_file(
     else {
         return Err(corrupt(&"no file_path / pos columns"));
     };
+    let (path_out, pos_out) = if path_col < pos_col { (0, 1) } else { (1, 0) };
     let mask = ProjectionMask::roots(builder.parquet_schema(), [path_col, pos_col]);
-    let batches: Vec<RecordBatch> = builder
+    let mut stream = builder
         .with_projection(mask)
         .build()
-        .map_err(|e| corrupt(&e))?
-        .collect::<std::result::Result<_, _>>()
         .map_err(|e| corrupt(&e))?;
     let mut out: HashMap<String, RoaringTreemap> = HashMap::new();
-    // Consecutive rows almost always name the same file: normalise once per run.
-    let mut last: Option<(String, String)> = None;
-    for batch in &batches {
-        let (paths, positions) = (batch.column(0), batch.column(1));
-        let positions = match positions.data_type() {
-            DataType::Int64 => positions.as_primitive::<Int64Type>().clone(),
-            other => {
-                return Err(corrupt(&format!(
-                    "pos column has type {other}, expected long"
-                )));
-            }
-        };
-        let paths = arrow::compute::cast(paths, &DataType::Utf8).map_err(|e| corrupt(&e))?;
+    while let Some(batch) = stream.try_next().await.map_err(|e| corrupt(&e))? {
+        let positions = batch.column(pos_out);
+        if positions.data_type() != &DataType::Int64 {
+            return Err(corrupt(&format!(
+                "pos column has type {}, expected long",
+                positions.data_type()
+            )));
+        }
+        let positions = positions.as_primitive::<Int64Type>();
+        let paths = arrow::compute::cast(batch.column(path_out), &DataType::Utf8)
+            .map_err(|e| corrupt(&e))?;
         let paths = paths.as_string::<i32>();
-        for row in 0..batch.num_rows() {
-            if paths.is_null(row) || positions.is_null(row) {
-                return Err(corrupt(&format!("null file_path or pos at row {row}")));
+        if paths.null_count() > 0 || positions.null_count() > 0 {
+            return Err(corrupt(&"null file_path or pos"));
+        }
+        let values = positions.values();
+        if let Some(negative) = values.iter().find(|p| **p < 0) {
+            return Err(corrupt(&format!("negative position {negative}")));
+        }
+        // Rows are sorted by file_path: insert each run of one file's positions at once.
+        let mut start = 0;
+        while start < batch.num_rows() {
+            let current = paths.value(start);
+            let mut end = start + 1;
+            while end < batch.num_rows() && paths.value(end) == current {
+                end += 1;
             }
-            let raw = paths.value(row);
-            let key = match &last {
-                Some((r, k)) if r == raw => k.clone(),
-                _ => {
-                    let k = normalize_location(raw);
-                    last = Some((raw.to_string(), k.clone()));
-                    k
-                }
-            };
-            let pos = positions.value(row);
-            let pos =
-                u64::try_from(pos).map_err(|_| corrupt(&format!("negative position {pos}")))?;
-            out.entry(key).or_default().insert(pos);
+            let bitmap = out.entry(normalize_location(current)).or_default();
+            let run = values[start..end].iter().map(|p| *p as u64);
+            if bitmap.append(run.clone()).is_err() {
+                bitmap.extend(run);
+            }
+            start = end;
         }
     }
     Ok(out)

@@ -51,7 +51,7 @@ def test_auth(start_petrel):
     ).stdout.strip()
     server = start_petrel("--user", f"dave:{h}")
     code, out, err = run(server, "statement-query", "SELECT 1")
-    assert code != 0 and "nauthenticated" in err
+    assert code != 0 and "valid authentication credentials" in err
     code, out, err = run(server, "statement-query", "SELECT count(*) FROM seabirds", auth=("dave", "pw"))
     assert code == 0, err
     assert "10" in out

@@ -515,3 +515,69 @@ async fn bad_input_interleaved_with_good_queries() {
     }
     let _ = Array::len(&Int64Array::from(vec![1]));
 }
+
+/// A client from before `DoPutPreparedStatementResult` (it keeps the original handle after
+/// binding) still gets its parameters applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_client_keeps_the_original_handle() {
+    use arrow_flight::encode::FlightDataEncoderBuilder;
+    use arrow_flight::sql::{
+        ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult, Any,
+        CommandPreparedStatementQuery,
+    };
+    use futures::TryStreamExt;
+
+    let server = corpus_server();
+    let mut raw = FlightServiceClient::new(server.channel().await);
+    let create = ActionCreatePreparedStatementRequest {
+        query: "SELECT name FROM pyiceberg_cow WHERE id = ?".into(),
+        transaction_id: None,
+    };
+    let mut resp = raw
+        .do_action(Action {
+            r#type: "CreatePreparedStatement".into(),
+            body: create.as_any().encode_to_vec().into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let body = resp.message().await.unwrap().unwrap().body;
+    let created: ActionCreatePreparedStatementResult =
+        Any::decode(body).unwrap().unpack().unwrap().unwrap();
+    let handle = created.prepared_statement_handle;
+
+    let cmd = CommandPreparedStatementQuery {
+        prepared_statement_handle: handle.clone(),
+    };
+    let params = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("0", DataType::Int64, false)])),
+        vec![Arc::new(Int64Array::from(vec![105]))],
+    )
+    .unwrap();
+    let data: Vec<_> = FlightDataEncoderBuilder::new()
+        .with_flight_descriptor(Some(FlightDescriptor::new_cmd(
+            cmd.as_any().encode_to_vec(),
+        )))
+        .build(futures::stream::iter([Ok(params)]))
+        .try_collect()
+        .await
+        .unwrap();
+    // Bind, and ignore the updated handle in the result.
+    let _ = raw
+        .do_put(futures::stream::iter(data))
+        .await
+        .unwrap()
+        .into_inner()
+        .message()
+        .await
+        .unwrap();
+
+    let info = raw
+        .get_flight_info(FlightDescriptor::new_cmd(cmd.as_any().encode_to_vec()))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut client = server.client().await;
+    let b = fetch(&mut client, &info).await.unwrap();
+    assert_eq!(b[0].column(0).as_string::<i32>().value(0), "name_105");
+}

@@ -69,6 +69,7 @@ pub struct PetrelFlightSql {
     sessions: Arc<SessionStore>,
     sql_info: SqlInfoData,
     xdbc: XdbcTypeInfoData,
+    bound: prepared::BoundParameters,
 }
 
 impl std::fmt::Debug for PetrelFlightSql {
@@ -87,6 +88,7 @@ impl PetrelFlightSql {
             sessions,
             sql_info: sql_info::sql_info_data(),
             xdbc: xdbc::xdbc_type_info_data(),
+            bound: prepared::BoundParameters::default(),
         }
     }
 
@@ -214,7 +216,7 @@ impl FlightSqlService for PetrelFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
-        prepared::bind(&self.engine, query, request.into_inner()).await
+        prepared::bind(&self.engine, &self.bound, query, request.into_inner()).await
     }
 
     async fn get_flight_info_prepared_statement(
@@ -223,7 +225,7 @@ impl FlightSqlService for PetrelFlightSql {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         Ok(Response::new(
-            prepared::flight_info_for(&self.engine, cmd, request.into_inner()).await?,
+            prepared::flight_info_for(&self.engine, &self.bound, cmd, request.into_inner()).await?,
         ))
     }
 

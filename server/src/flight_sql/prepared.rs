@@ -5,6 +5,11 @@
 //! handle with the parameter rows inside (`DoPutPreparedStatementResult`); with several rows
 //! the statement runs once per row and the results are concatenated.
 //!
+//! Clients older than the `DoPutPreparedStatementResult` handle update (Flight SQL 14 and
+//! earlier: JDBC drivers bundled with some BI tools) keep using the original handle after
+//! binding. For them [`BoundParameters`] remembers, for a few minutes, the parameters last
+//! bound to each handle; a handle that carries its own parameters never consults it.
+//!
 //! The JDBC driver sends every statement through here and decides "query or update" from the
 //! dataset schema: queries always have columns, and statements that are not queries are
 //! refused when the statement is created (Petrel is read-only until the write path lands).
@@ -31,6 +36,33 @@ use crate::tickets::{
     FORMAT_VERSION, batches_to_ipc, decode_handle, encode_handle, ipc_to_batches, statement_ticket,
     to_flight_ticket,
 };
+
+/// Parameters last bound to each (parameter-less) handle, for clients that ignore the updated
+/// handle returned by DoPut. Bounded in entries and age.
+#[derive(Debug, Default)]
+pub struct BoundParameters {
+    entries: std::sync::Mutex<std::collections::HashMap<Bytes, (Bytes, std::time::Instant)>>,
+}
+
+const BOUND_TTL: std::time::Duration = std::time::Duration::from_secs(600);
+const BOUND_MAX_ENTRIES: usize = 10_000;
+
+impl BoundParameters {
+    fn remember(&self, handle: &Bytes, parameters: Bytes) {
+        let mut e = self.entries.lock().expect("lock");
+        e.retain(|_, (_, at)| at.elapsed() < BOUND_TTL);
+        if e.len() < BOUND_MAX_ENTRIES || e.contains_key(handle) {
+            e.insert(handle.clone(), (parameters, std::time::Instant::now()));
+        }
+    }
+
+    fn recall(&self, handle: &Bytes) -> Option<Bytes> {
+        let e = self.entries.lock().expect("lock");
+        e.get(handle)
+            .filter(|(_, at)| at.elapsed() < BOUND_TTL)
+            .map(|(p, _)| p.clone())
+    }
+}
 
 /// Bound parameters travel inside handles and tickets; keep them well under gRPC's message
 /// limits.
@@ -62,6 +94,7 @@ pub(crate) async fn create(
         sql: req.query,
         session: Some(session),
         parameters: Bytes::new(),
+        nonce: Bytes::from(crate::auth::random_bytes(8)),
     };
     Ok(ActionCreatePreparedStatementResult {
         prepared_statement_handle: encode_handle(&handle),
@@ -73,10 +106,12 @@ pub(crate) async fn create(
 /// DoPut(CommandPreparedStatementQuery): binds parameter rows, returns the new handle.
 pub(crate) async fn bind(
     engine: &QueryEngine,
+    bound: &BoundParameters,
     cmd: CommandPreparedStatementQuery,
     stream: PeekableFlightDataStream,
 ) -> Result<DoPutPreparedStatementResult, Status> {
     let mut handle = decode_handle(&cmd.prepared_statement_handle)?;
+    let original_had_parameters = !handle.parameters.is_empty();
     let mut decoded =
         FlightRecordBatchStream::new_from_flight_data(stream.map_err(FlightError::from));
     let mut batches = Vec::new();
@@ -116,6 +151,9 @@ pub(crate) async fn bind(
     if let Some(first) = first_row(&handle.parameters)? {
         engine.plan(&handle.sql, &session, Some(first)).await?;
     }
+    if !original_had_parameters {
+        bound.remember(&cmd.prepared_statement_handle, handle.parameters.clone());
+    }
     Ok(DoPutPreparedStatementResult {
         prepared_statement_handle: Some(encode_handle(&handle)),
     })
@@ -139,10 +177,16 @@ fn first_row(ipc: &[u8]) -> Result<Option<Vec<datafusion::scalar::ScalarValue>>,
 /// GetFlightInfo(CommandPreparedStatementQuery): the schema after binding and a ticket.
 pub(crate) async fn flight_info_for(
     engine: &QueryEngine,
+    bound: &BoundParameters,
     cmd: CommandPreparedStatementQuery,
     descriptor: FlightDescriptor,
 ) -> Result<FlightInfo, Status> {
-    let handle = decode_handle(&cmd.prepared_statement_handle)?;
+    let mut handle = decode_handle(&cmd.prepared_statement_handle)?;
+    if handle.parameters.is_empty()
+        && let Some(p) = bound.recall(&cmd.prepared_statement_handle)
+    {
+        handle.parameters = p;
+    }
     let session = handle.session.clone().unwrap_or_default();
     let first = first_row(&handle.parameters)?;
     if first.is_none() {

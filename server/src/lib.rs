@@ -24,6 +24,8 @@
 //! - [`session`]: Flight session options (current catalog and schema) keyed by cookie.
 //! - [`error`]: the one function that maps any error to a gRPC [`tonic::Status`].
 //! - [`tickets`]: Petrel's protobuf tickets and prepared-statement handles (`proto/`).
+//! - [`sql_text`]: `?` → `$N` placeholders and Superset's bare timestamps, before parsing.
+//! - [`telemetry`]: `tracing` to stderr; one log line per finished query.
 //! - [`demo`]: the embedded default warehouse with a demo table.
 //! - [`server`]: binds, TLS, graceful shutdown.
 

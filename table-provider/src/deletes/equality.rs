@@ -235,7 +235,16 @@ impl EqualityDeleteSet {
                 keys: set,
                 null_deleted,
             } => {
-                let column = keys[0].as_primitive::<Int64Type>();
+                if keys[0].data_type() == &DataType::Null {
+                    // The key column is not in the scan's schema: every value is null.
+                    return Ok(BooleanBuffer::collect_bool(len, |_| *null_deleted));
+                }
+                let column = keys[0].as_primitive_opt::<Int64Type>().ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "equality key column has type {}, expected a long",
+                        keys[0].data_type()
+                    ))
+                })?;
                 let values = column.values();
                 match column.nulls().filter(|n| n.null_count() > 0) {
                     None => BooleanBuffer::collect_bool(len, |i| set.contains(&values[i])),

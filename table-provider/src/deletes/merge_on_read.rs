@@ -273,6 +273,15 @@ impl MergeOnRead {
         // Equality sets: read each delete file's key columns once.
         let mut eq_files: Vec<(&DeleteFileRef, &Vec<i32>)> = Vec::new();
         for group in &self.groups {
+            if group.field_ids.is_empty() {
+                let path = group.files.first().map_or("?", |f| f.path.as_str());
+                return Err(Error::corrupt(
+                    table,
+                    "equality delete file",
+                    path,
+                    "its manifest entry has no equality_ids",
+                ));
+            }
             for f in &group.files {
                 if !eq_files
                     .iter()

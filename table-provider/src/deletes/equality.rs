@@ -50,15 +50,16 @@ pub(crate) fn canonical_columns(columns: &[ArrayRef]) -> Result<Vec<ArrayRef>> {
         .collect()
 }
 
-/// Reads the equality columns (`field_ids`, in that order) of one equality delete file.
-/// Only those column chunks are fetched: other columns (often wide payloads) never are.
+/// Reads the equality columns (`field_ids`, in that order) of one equality delete file, and
+/// the bytes of column chunks fetched. Only those column chunks are fetched: other columns
+/// (often wide payloads) never are.
 pub(crate) async fn read_equality_keys(
     io: &TableIo,
     table: &str,
     path: &str,
     file_size: u64,
     field_ids: &[i32],
-) -> Result<Vec<ArrayRef>> {
+) -> Result<(Vec<ArrayRef>, u64)> {
     let corrupt =
         |e: &dyn std::fmt::Display| Error::corrupt(table, "equality delete file", path, e);
     let (store, _, object) = io.resolve(path)?;
@@ -77,6 +78,7 @@ pub(crate) async fn read_equality_keys(
         roots.push(index);
     }
     let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+    let fetched = super::position::projected_bytes(builder.metadata(), &roots);
     let batches: Vec<RecordBatch> = builder
         .with_projection(mask)
         .build()
@@ -104,7 +106,7 @@ pub(crate) async fn read_equality_keys(
         };
         columns.push(column);
     }
-    canonical_columns(&columns)
+    Ok((canonical_columns(&columns)?, fetched))
 }
 
 /// The deleted keys of a group of equality delete files.

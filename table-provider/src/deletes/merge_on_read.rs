@@ -190,22 +190,26 @@ impl MergeOnRead {
             }
         }
         let io = &self.io;
-        let positions: HashMap<String, HashMap<String, RoaringTreemap>> =
+        let positions: HashMap<String, (HashMap<String, RoaringTreemap>, u64)> =
             futures::stream::iter(collect_futures(position_files.iter().map(|d| {
                 let (io, table, path, size) =
                     (io.clone(), table.to_string(), d.path.clone(), d.file_size);
                 async move {
-                    let parsed = read_position_delete_file(&io, &table, &path, size).await?;
-                    Ok::<_, Error>((path, parsed))
+                    let (parsed, fetched) =
+                        read_position_delete_file(&io, &table, &path, size).await?;
+                    Ok::<_, Error>((path, (parsed, fetched)))
                 }
             })))
             .buffer_unordered(LOAD_CONCURRENCY)
             .try_collect()
             .await?;
         self.metrics.position_files.add(position_files.len());
-        self.metrics
-            .delete_bytes
-            .add(position_files.iter().map(|d| d.file_size as usize).sum());
+        self.metrics.delete_bytes.add(
+            positions
+                .values()
+                .map(|(_, fetched)| *fetched as usize)
+                .sum(),
+        );
         let dvs: HashMap<(String, u64), RoaringTreemap> = futures::stream::iter(collect_futures(
             vectors.iter().map(|(d, offset, length)| {
                 let (io, table, path) = (io.clone(), table.to_string(), d.path.clone());
@@ -236,7 +240,7 @@ impl MergeOnRead {
                 for d in &f.positional {
                     match &d.kind {
                         DeleteKind::Position => {
-                            if let Some(b) = positions.get(&d.path).and_then(|m| m.get(&key)) {
+                            if let Some(b) = positions.get(&d.path).and_then(|(m, _)| m.get(&key)) {
                                 bitmap |= b;
                             }
                         }
@@ -291,7 +295,7 @@ impl MergeOnRead {
                 }
             }
         }
-        let keys: HashMap<String, Vec<ArrayRef>> =
+        let keys: HashMap<String, (Vec<ArrayRef>, u64)> =
             futures::stream::iter(collect_futures(eq_files.iter().map(|(d, ids)| {
                 let (io, table, path, ids) = (
                     io.clone(),
@@ -301,8 +305,9 @@ impl MergeOnRead {
                 );
                 let size = d.file_size;
                 async move {
-                    let columns = read_equality_keys(&io, &table, &path, size, &ids).await?;
-                    Ok::<_, Error>((path, columns))
+                    let (columns, fetched) =
+                        read_equality_keys(&io, &table, &path, size, &ids).await?;
+                    Ok::<_, Error>((path, (columns, fetched)))
                 }
             })))
             .buffer_unordered(LOAD_CONCURRENCY)
@@ -311,7 +316,7 @@ impl MergeOnRead {
         self.metrics.equality_files.add(eq_files.len());
         self.metrics
             .delete_bytes
-            .add(eq_files.iter().map(|(d, _)| d.file_size as usize).sum());
+            .add(keys.values().map(|(_, fetched)| *fetched as usize).sum());
         let mut reservation = (!self.groups.is_empty()).then(|| {
             MemoryConsumer::new(format!("IcebergEqualityDeletes[{table}]"))
                 .register(ctx.memory_pool())
@@ -321,7 +326,7 @@ impl MergeOnRead {
             let columns: Vec<Vec<ArrayRef>> = group
                 .files
                 .iter()
-                .filter_map(|f| keys.get(&f.path).cloned())
+                .filter_map(|f| keys.get(&f.path).map(|(columns, _)| columns.clone()))
                 .collect();
             let set = EqualityDeleteSet::build(&columns)?;
             if let Some(reservation) = reservation.as_mut() {

@@ -18,6 +18,7 @@ use futures::TryStreamExt;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
+use parquet::file::metadata::ParquetMetaData;
 use roaring::RoaringTreemap;
 
 use crate::error::{Error, Result};
@@ -30,14 +31,15 @@ const POS_ID: &str = "2147483545";
 /// Magic bytes of a `deletion-vector-v1` blob.
 const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
 
-/// Reads a position delete file: deleted positions by (normalised) data file path. Only the
-/// `file_path` and `pos` column chunks are fetched (never the optional `row` payload).
+/// Reads a position delete file: deleted positions by (normalised) data file path, and the
+/// bytes of column chunks fetched. Only the `file_path` and `pos` column chunks are fetched
+/// (never the optional `row` payload).
 pub(crate) async fn read_position_delete_file(
     io: &TableIo,
     table: &str,
     path: &str,
     file_size: u64,
-) -> Result<HashMap<String, RoaringTreemap>> {
+) -> Result<(HashMap<String, RoaringTreemap>, u64)> {
     let corrupt =
         |e: &dyn std::fmt::Display| Error::corrupt(table, "position delete file", path, e);
     let (store, _, object) = io.resolve(path)?;
@@ -61,6 +63,7 @@ pub(crate) async fn read_position_delete_file(
     };
     let (path_out, pos_out) = if path_col < pos_col { (0, 1) } else { (1, 0) };
     let mask = ProjectionMask::roots(builder.parquet_schema(), [path_col, pos_col]);
+    let fetched = projected_bytes(builder.metadata(), &[path_col, pos_col]);
     let mut stream = builder
         .with_projection(mask)
         .build()
@@ -101,7 +104,25 @@ pub(crate) async fn read_position_delete_file(
             start = end;
         }
     }
-    Ok(out)
+    Ok((out, fetched))
+}
+
+/// Compressed bytes of the column chunks under the given root columns.
+pub(crate) fn projected_bytes(metadata: &ParquetMetaData, roots: &[usize]) -> u64 {
+    let schema = metadata.file_metadata().schema_descr();
+    let leaves: Vec<usize> = (0..schema.num_columns())
+        .filter(|leaf| roots.contains(&schema.get_column_root_idx(*leaf)))
+        .collect();
+    metadata
+        .row_groups()
+        .iter()
+        .flat_map(|rg| {
+            leaves
+                .iter()
+                .map(move |leaf| rg.column(*leaf).compressed_size())
+        })
+        .map(|size| size.max(0) as u64)
+        .sum()
 }
 
 /// Reads one deletion vector blob (`offset..offset+length` of a Puffin file).

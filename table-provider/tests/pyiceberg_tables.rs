@@ -9,62 +9,17 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
-use common::{assert_result, plan_metrics, query, session};
+use common::{Generated, assert_result, generate, plan_metrics, query, session};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use petrel_table_provider::{FileSystemCatalog, SqlCatalog};
 use serde_json::Value;
 
-struct Generated {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    expected: Value,
-}
-
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("PETREL_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    assert!(
-        venv.exists(),
-        "{} is missing: run scripts/setup-python.sh (or set PETREL_PYTHON)",
-        venv.display()
-    );
-    venv
-}
-
 fn generated() -> &'static Generated {
     static GENERATED: OnceLock<Generated> = OnceLock::new();
-    GENERATED.get_or_init(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().to_path_buf();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pyiceberg/gen_tables.py");
-        let output = Command::new(python())
-            .arg(&script)
-            .arg(&root)
-            .output()
-            .expect("run python");
-        assert!(
-            output.status.success(),
-            "gen_tables.py failed:\n{}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let expected = serde_json::from_slice(
-            &std::fs::read(root.join("expected.json")).expect("expected.json"),
-        )
-        .expect("expected json");
-        Generated {
-            _dir: dir,
-            root,
-            expected,
-        }
-    })
+    GENERATED.get_or_init(|| generate("gen_tables.py"))
 }
 
 fn ctx(g: &Generated) -> SessionContext {

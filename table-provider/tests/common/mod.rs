@@ -25,6 +25,58 @@ pub fn corpus_dir() -> PathBuf {
         })
 }
 
+/// Tables a Python generator (`tests/pyiceberg/<script>`) wrote into a temporary directory,
+/// with the `expected.json` it wrote beside them.
+pub struct Generated {
+    _dir: tempfile::TempDir,
+    /// The output directory (catalog.db, warehouse/, expected.json).
+    pub root: PathBuf,
+    /// The parsed `expected.json`.
+    pub expected: Value,
+}
+
+/// The project's Python (`PETREL_PYTHON`, else `<repo>/.venv/bin/python`).
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("PETREL_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
+    assert!(
+        venv.exists(),
+        "{} is missing: run scripts/setup-python.sh (or set PETREL_PYTHON)",
+        venv.display()
+    );
+    venv
+}
+
+/// Runs `tests/pyiceberg/<script> OUT_DIR` into a fresh temporary directory.
+pub fn generate(script: &str) -> Generated {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().to_path_buf();
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/pyiceberg")
+        .join(script);
+    let output = std::process::Command::new(python())
+        .arg(&path)
+        .arg(&root)
+        .output()
+        .expect("run python");
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected =
+        serde_json::from_slice(&std::fs::read(root.join("expected.json")).expect("expected.json"))
+            .expect("expected json");
+    Generated {
+        _dir: dir,
+        root,
+        expected,
+    }
+}
+
 /// A session with the given catalogs registered under their names.
 pub fn session(catalogs: Vec<(&str, Arc<dyn Catalog>)>) -> SessionContext {
     let config = SessionConfig::new()

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-use super::metadata_file::{metadata_file_version, read_table_metadata};
+use super::metadata_file::{MetadataCache, metadata_file_version};
 use super::{Catalog, LoadedTable, Namespace, TableIdent};
 use crate::error::{Error, Result};
 use crate::io::{LocationMap, StoreRegistry, TableIo, normalize_location};
@@ -28,6 +28,7 @@ pub struct FileSystemCatalog {
     store: Arc<dyn ObjectStore>,
     root_path: Path,
     stores: StoreRegistry,
+    metadata_cache: MetadataCache,
 }
 
 impl FileSystemCatalog {
@@ -53,6 +54,7 @@ impl FileSystemCatalog {
             store,
             root_path,
             stores,
+            metadata_cache: MetadataCache::default(),
         })
     }
 
@@ -195,8 +197,11 @@ impl Catalog for FileSystemCatalog {
         };
         let metadata_location = self.url_of(&metadata_file);
         let bootstrap = TableIo::new(self.stores.clone(), LocationMap::identity());
-        let (metadata, refs) =
-            read_table_metadata(&bootstrap, &ident.to_string(), &metadata_location).await?;
+        let parsed = self
+            .metadata_cache
+            .read(&bootstrap, &ident.to_string(), &metadata_location)
+            .await?;
+        let (metadata, refs) = (parsed.metadata, parsed.refs);
         let locations = LocationMap::moved(metadata.location(), &self.url_of(&table_dir));
         let io = TableIo::new(self.stores.clone(), locations);
         Ok(LoadedTable::new(

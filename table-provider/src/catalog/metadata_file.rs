@@ -1,7 +1,12 @@
 //! Reading `*.metadata.json` files: plain or gzip-compressed, any format version.
+//!
+//! A metadata file is never rewritten (a commit writes a new one), so a parsed file is cached
+//! by its location in a [`MetadataCache`]: a catalog resolving the same current metadata for
+//! every statement parses it once.
 
 use std::collections::HashMap;
 use std::io::Read;
+use std::sync::Arc;
 
 use iceberg::spec::TableMetadata;
 use serde::Deserialize;
@@ -17,6 +22,51 @@ struct ExtraMetadata {
     refs: Option<HashMap<String, TableRef>>,
     #[serde(rename = "current-snapshot-id", default)]
     current_snapshot_id: Option<i64>,
+}
+
+/// A parsed metadata file and its refs (cheap to clone).
+#[derive(Debug, Clone)]
+pub struct ParsedMetadata {
+    /// The table metadata.
+    pub metadata: Arc<TableMetadata>,
+    /// Branches and tags by name.
+    pub refs: Arc<HashMap<String, TableRef>>,
+}
+
+/// Parsed metadata files by location (bounded; shared by clones).
+#[derive(Debug, Clone)]
+pub struct MetadataCache {
+    files: moka::sync::Cache<String, ParsedMetadata>,
+}
+
+impl Default for MetadataCache {
+    fn default() -> Self {
+        Self {
+            files: moka::sync::Cache::new(64),
+        }
+    }
+}
+
+impl MetadataCache {
+    /// The metadata file at `logical_path`, parsed once.
+    pub async fn read(
+        &self,
+        io: &TableIo,
+        table: &str,
+        logical_path: &str,
+    ) -> Result<ParsedMetadata> {
+        let key = io.locations().resolve(logical_path);
+        if let Some(parsed) = self.files.get(&key) {
+            return Ok(parsed);
+        }
+        let (metadata, refs) = read_table_metadata(io, table, logical_path).await?;
+        let parsed = ParsedMetadata {
+            metadata: Arc::new(metadata),
+            refs: Arc::new(refs),
+        };
+        self.files.insert(key, parsed.clone());
+        Ok(parsed)
+    }
 }
 
 /// Reads and parses a table metadata file at `logical_path`. Errors name `table` and the file.

@@ -20,7 +20,9 @@ use async_trait::async_trait;
 
 pub use self::datafusion::{IcebergCatalogProvider, IcebergSchemaProvider};
 pub use filesystem::FileSystemCatalog;
-pub use metadata_file::{metadata_file_version, read_table_metadata};
+pub use metadata_file::{
+    MetadataCache, ParsedMetadata, metadata_file_version, read_table_metadata,
+};
 pub use sql::SqlCatalog;
 pub use table::{LoadedTable, RefKind, TableRef};
 

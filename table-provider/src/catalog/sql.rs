@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::metadata_file::read_table_metadata;
+use super::metadata_file::MetadataCache;
 use super::{Catalog, LoadedTable, Namespace, TableIdent};
 use crate::error::{Error, Result};
 use crate::io::{LocationMap, StoreRegistry, TableIo, normalize_location};
@@ -41,6 +41,7 @@ pub struct SqlCatalog {
     /// Java's JdbcCatalog (schema V1) has an `iceberg_type` column (TABLE / VIEW).
     has_type_column: bool,
     stores: StoreRegistry,
+    metadata_cache: MetadataCache,
 }
 
 impl SqlCatalog {
@@ -75,6 +76,7 @@ impl SqlCatalog {
             conn: Arc::new(Mutex::new(conn)),
             has_type_column,
             stores,
+            metadata_cache: MetadataCache::default(),
         })
     }
 
@@ -221,8 +223,11 @@ impl Catalog for SqlCatalog {
             )));
         };
         let bootstrap = TableIo::new(self.stores.clone(), LocationMap::identity());
-        let (metadata, refs) =
-            read_table_metadata(&bootstrap, &ident.to_string(), &metadata_location).await?;
+        let parsed = self
+            .metadata_cache
+            .read(&bootstrap, &ident.to_string(), &metadata_location)
+            .await?;
+        let (metadata, refs) = (parsed.metadata, parsed.refs);
         // A table whose files moved with its metadata: <root>/metadata/<file>.
         let normalized = normalize_location(&metadata_location);
         let locations = match normalized.rsplit_once('/') {

@@ -48,15 +48,15 @@ impl LoadedTable {
     pub fn new(
         ident: TableIdent,
         metadata_location: String,
-        metadata: TableMetadata,
-        refs: HashMap<String, TableRef>,
+        metadata: Arc<TableMetadata>,
+        refs: Arc<HashMap<String, TableRef>>,
         io: TableIo,
     ) -> Self {
         Self {
             ident,
             metadata_location,
-            metadata: Arc::new(metadata),
-            refs: Arc::new(refs),
+            metadata,
+            refs,
             io,
         }
     }

@@ -12,7 +12,8 @@
 //!                                                      │   (partition summaries, partition values,
 //!                                                      │    column metrics, delete matching)
 //!                                                      ▼
-//!                                                IcebergScanExec
+//!                                                IcebergScanExec (merge-on-read: access plans,
+//!                                                  │              equality-delete filter)
 //!                                                  └─ DataSourceExec(ParquetSource) + FieldIdAdapterFactory
 //! ```
 //!
@@ -23,8 +24,9 @@
 //! - [`io`]: object_store access by logical path; moved-table path mapping.
 //! - [`spec`]: snapshot selection, Iceberg → Arrow types, Iceberg values.
 //! - [`plan`]: the scan planner and its serialisable [`ScanTask`]s.
-//! - [`scan`]: [`IcebergScanExec`] and field-id schema mapping.
-//! - [`deletes`]: delete files matched to data files.
+//! - [`scan`]: [`IcebergScanExec`], field-id schema mapping, file readers that name the file.
+//! - [`deletes`]: merge-on-read: delete files matched to data files at planning; position
+//!   deletes and deletion vectors as Parquet access plans, equality deletes as key sets.
 //! - [`provider`]: the `TableProvider`.
 //! - [`time_travel`]: `FOR VERSION AS OF` / `FOR TIMESTAMP AS OF` in SQL.
 //! - [`error`]: one error type with table / snapshot / file context.

@@ -28,7 +28,7 @@ use iceberg::spec::{NameMapping, Schema as IcebergSchema};
 
 use crate::spec::{field_id_of, literal_to_scalar};
 
-/// Creates [`FieldIdAdapter`]s for the files of one scan.
+/// Creates the field-id expression adapters for the files of one scan.
 #[derive(Debug)]
 pub struct FieldIdAdapterFactory {
     schema: Arc<IcebergSchema>,

@@ -14,7 +14,6 @@
 //!   equality key columns the query does not project are read for filtering and dropped.
 
 use std::any::Any;
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -149,14 +148,6 @@ impl TableProvider for IcebergTableProvider {
 
     fn table_type(&self) -> TableType {
         TableType::Base
-    }
-
-    fn get_table_definition(&self) -> Option<&str> {
-        None
-    }
-
-    fn get_logical_plan(&self) -> Option<Cow<'_, datafusion::logical_expr::LogicalPlan>> {
-        None
     }
 
     fn supports_filters_pushdown(

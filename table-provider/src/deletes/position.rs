@@ -9,14 +9,17 @@
 
 use std::collections::HashMap;
 use std::io::Cursor;
+use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
-use arrow::datatypes::{DataType, Int64Type};
+use arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema};
 use bytes::Bytes;
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
 use futures::TryStreamExt;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
+};
 use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
 use parquet::file::metadata::ParquetMetaData;
 use roaring::RoaringTreemap;
@@ -43,11 +46,11 @@ pub(crate) async fn read_position_delete_file(
     let corrupt =
         |e: &dyn std::fmt::Display| Error::corrupt(table, "position delete file", path, e);
     let (store, _, object) = io.resolve(path)?;
-    let reader = ParquetObjectReader::new(store, object).with_file_size(file_size);
-    let builder = ParquetRecordBatchStreamBuilder::new(reader)
+    let mut reader = ParquetObjectReader::new(store, object).with_file_size(file_size);
+    let loaded = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
         .await
         .map_err(|e| corrupt(&e))?;
-    let schema = std::sync::Arc::clone(builder.schema());
+    let schema = Arc::clone(loaded.schema());
     let find = |id: &str, name: &str| {
         schema.fields().iter().position(|f| {
             f.metadata()
@@ -61,6 +64,34 @@ pub(crate) async fn read_position_delete_file(
     else {
         return Err(corrupt(&"no file_path / pos columns"));
     };
+    // Read file_path as a dictionary: runs of one data file are then runs of one integer key,
+    // and the (long, repeated) path strings are decoded once, not once per deleted row.
+    let hinted_fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let field = f.as_ref().clone();
+            if i == path_col && matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8) {
+                field.with_data_type(DataType::Dictionary(
+                    Box::new(DataType::Int32),
+                    Box::new(DataType::Utf8),
+                ))
+            } else {
+                field
+            }
+        })
+        .collect();
+    let hint = Arc::new(Schema::new_with_metadata(
+        hinted_fields,
+        schema.metadata().clone(),
+    ));
+    let metadata = ArrowReaderMetadata::try_new(
+        Arc::clone(loaded.metadata()),
+        ArrowReaderOptions::new().with_schema(hint),
+    )
+    .unwrap_or(loaded);
+    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
     let (path_out, pos_out) = if path_col < pos_col { (0, 1) } else { (1, 0) };
     let mask = ProjectionMask::roots(builder.parquet_schema(), [path_col, pos_col]);
     let fetched = projected_bytes(builder.metadata(), &[path_col, pos_col]);
@@ -78,9 +109,7 @@ pub(crate) async fn read_position_delete_file(
             )));
         }
         let positions = positions.as_primitive::<Int64Type>();
-        let paths = arrow::compute::cast(batch.column(path_out), &DataType::Utf8)
-            .map_err(|e| corrupt(&e))?;
-        let paths = paths.as_string::<i32>();
+        let paths = batch.column(path_out);
         if paths.null_count() > 0 || positions.null_count() > 0 {
             return Err(corrupt(&"null file_path or pos"));
         }
@@ -88,20 +117,41 @@ pub(crate) async fn read_position_delete_file(
         if let Some(negative) = values.iter().find(|p| **p < 0) {
             return Err(corrupt(&format!("negative position {negative}")));
         }
-        // Rows are sorted by file_path: insert each run of one file's positions at once.
-        let mut start = 0;
-        while start < batch.num_rows() {
-            let current = paths.value(start);
-            let mut end = start + 1;
-            while end < batch.num_rows() && paths.value(end) == current {
-                end += 1;
-            }
-            let bitmap = out.entry(normalize_location(current)).or_default();
-            let run = values[start..end].iter().map(|p| *p as u64);
+        let mut insert = |data_file: &str, run: &[i64]| {
+            let bitmap = out.entry(normalize_location(data_file)).or_default();
+            let run = run.iter().map(|p| *p as u64);
             if bitmap.append(run.clone()).is_err() {
                 bitmap.extend(run);
             }
-            start = end;
+        };
+        // Rows are sorted by file_path: insert each run of one file's positions at once.
+        if let Some(dict) = paths.as_dictionary_opt::<Int32Type>() {
+            let keys = dict.keys().values();
+            let names = dict
+                .values()
+                .as_string_opt::<i32>()
+                .ok_or_else(|| corrupt(&format!("file_path has type {}", paths.data_type())))?;
+            let mut start = 0;
+            while start < keys.len() {
+                let key = keys[start];
+                let end = (start..keys.len())
+                    .find(|i| keys[*i] != key)
+                    .unwrap_or(keys.len());
+                insert(names.value(key as usize), &values[start..end]);
+                start = end;
+            }
+        } else {
+            let paths = arrow::compute::cast(paths, &DataType::Utf8).map_err(|e| corrupt(&e))?;
+            let paths = paths.as_string::<i32>();
+            let mut start = 0;
+            while start < paths.len() {
+                let current = paths.value(start);
+                let end = (start..paths.len())
+                    .find(|i| paths.value(*i) != current)
+                    .unwrap_or(paths.len());
+                insert(current, &values[start..end]);
+                start = end;
+            }
         }
     }
     Ok((out, fetched))

@@ -133,14 +133,14 @@ impl Authenticator {
             self.verify_token(h[7..].trim())
         } else if lower.starts_with("basic ") {
             let key: [u8; 32] = Sha256::digest(h.as_bytes()).into();
-            if let Some((user, at)) = self.basic_cache.lock().expect("lock").get(&key)
+            if let Some((user, at)) = crate::locks::lock(&self.basic_cache).get(&key)
                 && at.elapsed() < BASIC_CACHE_TTL
             {
                 return Ok(Identity::User(user.clone()));
             }
             let (user, password) = decode_basic(&h[6..])?;
             self.verify_password(&user, &password)?;
-            let mut cache = self.basic_cache.lock().expect("lock");
+            let mut cache = crate::locks::lock(&self.basic_cache);
             cache.retain(|_, (_, at)| at.elapsed() < BASIC_CACHE_TTL);
             cache.insert(key, (user.clone(), Instant::now()));
             Ok(Identity::User(user))

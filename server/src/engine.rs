@@ -300,10 +300,7 @@ impl QueryEngine {
         };
         let id = ticket.query_id.clone();
         if !id.is_empty() {
-            self.running
-                .lock()
-                .expect("lock")
-                .insert(id.clone(), token.clone());
+            crate::locks::lock(&self.running).insert(id.clone(), token.clone());
             // A cancel that arrived while this query was being planned found nothing running.
             if self.was_cancelled(&id) {
                 token.cancel();
@@ -341,13 +338,13 @@ impl QueryEngine {
     /// Returns true if it was running.
     pub fn cancel(&self, query_id: &Bytes) -> bool {
         {
-            let mut c = self.cancelled.lock().expect("lock");
+            let mut c = crate::locks::lock(&self.cancelled);
             c.retain(|(_, at)| at.elapsed() < CANCELLED_MEMORY);
             if c.len() < 100_000 {
                 c.push_back((query_id.clone(), Instant::now()));
             }
         }
-        match self.running.lock().expect("lock").remove(query_id) {
+        match crate::locks::lock(&self.running).remove(query_id) {
             Some(token) => {
                 token.cancel();
                 true
@@ -358,10 +355,7 @@ impl QueryEngine {
 
     fn was_cancelled(&self, id: &Bytes) -> bool {
         !id.is_empty()
-            && self
-                .cancelled
-                .lock()
-                .expect("lock")
+            && crate::locks::lock(&self.cancelled)
                 .iter()
                 .any(|(c, _)| c == id)
     }

@@ -35,6 +35,7 @@ pub mod demo;
 pub mod engine;
 pub mod error;
 pub mod flight_sql;
+mod locks;
 pub mod server;
 pub mod session;
 pub mod sql_text;

@@ -78,10 +78,10 @@ impl SessionStore {
     /// The defaults for this call's session (the server's when it has none).
     pub fn current<T>(&self, request: &Request<T>) -> SessionDefaults {
         let (cookie, alias) = keys(request);
-        let mut inner = self.inner.lock().expect("lock");
-        match inner.resolve(cookie.as_deref(), alias.as_deref()) {
-            Some(id) => {
-                let (d, seen) = inner.by_id.get_mut(&id).expect("resolved");
+        let mut inner = crate::locks::lock(&self.inner);
+        let resolved = inner.resolve(cookie.as_deref(), alias.as_deref());
+        match resolved.and_then(|id| inner.by_id.get_mut(&id)) {
+            Some((d, seen)) => {
                 *seen = Instant::now();
                 d.clone()
             }
@@ -92,7 +92,7 @@ impl SessionStore {
     /// Whether the call belongs to a session this store knows.
     pub fn exists<T>(&self, request: &Request<T>) -> bool {
         let (cookie, alias) = keys(request);
-        let inner = self.inner.lock().expect("lock");
+        let inner = crate::locks::lock(&self.inner);
         inner.resolve(cookie.as_deref(), alias.as_deref()).is_some()
     }
 
@@ -104,7 +104,7 @@ impl SessionStore {
         update: impl FnOnce(&mut SessionDefaults),
     ) -> Option<String> {
         let (cookie, alias) = keys(request);
-        let mut inner = self.inner.lock().expect("lock");
+        let mut inner = crate::locks::lock(&self.inner);
         inner.expire();
         let id = inner
             .resolve(cookie.as_deref(), alias.as_deref())
@@ -124,7 +124,7 @@ impl SessionStore {
     /// Forgets the call's session; false when there was none.
     pub fn close<T>(&self, request: &Request<T>) -> bool {
         let (cookie, alias) = keys(request);
-        let mut inner = self.inner.lock().expect("lock");
+        let mut inner = crate::locks::lock(&self.inner);
         match inner.resolve(cookie.as_deref(), alias.as_deref()) {
             Some(id) => {
                 inner.by_id.remove(&id);

@@ -49,7 +49,7 @@ const BOUND_MAX_ENTRIES: usize = 10_000;
 
 impl BoundParameters {
     fn remember(&self, handle: &Bytes, parameters: Bytes) {
-        let mut e = self.entries.lock().expect("lock");
+        let mut e = crate::locks::lock(&self.entries);
         e.retain(|_, (_, at)| at.elapsed() < BOUND_TTL);
         if e.len() < BOUND_MAX_ENTRIES || e.contains_key(handle) {
             e.insert(handle.clone(), (parameters, std::time::Instant::now()));
@@ -57,7 +57,7 @@ impl BoundParameters {
     }
 
     fn recall(&self, handle: &Bytes) -> Option<Bytes> {
-        let e = self.entries.lock().expect("lock");
+        let e = crate::locks::lock(&self.entries);
         e.get(handle)
             .filter(|(_, at)| at.elapsed() < BOUND_TTL)
             .map(|(p, _)| p.clone())

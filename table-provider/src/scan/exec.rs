@@ -118,45 +118,6 @@ impl IcebergScanExec {
         }
     }
 
-    /// The child with each data file's access plan (deleted positions skipped).
-    fn child_with_access_plans(
-        &self,
-        merge: &MergeOnRead,
-        plans: &std::collections::HashMap<
-            usize,
-            Arc<datafusion::datasource::physical_plan::parquet::ParquetAccessPlan>,
-        >,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        if plans.is_empty() {
-            return Ok(Arc::clone(&self.input));
-        }
-        let config = self
-            .input
-            .as_any()
-            .downcast_ref::<DataSourceExec>()
-            .and_then(|exec| exec.data_source().as_any().downcast_ref::<FileScanConfig>())
-            .ok_or_else(|| {
-                DataFusionError::Internal(format!(
-                    "IcebergScanExec of {}: position deletes need a Parquet file scan child, found {}",
-                    self.table,
-                    self.input.name()
-                ))
-            })?;
-        let mut config = config.clone();
-        for group in &mut config.file_groups {
-            for i in 0..group.len() {
-                let file = &mut group[i];
-                if let Some(plan) = merge
-                    .file_index(file.object_meta.location.as_ref())
-                    .and_then(|index| plans.get(&index))
-                {
-                    file.extensions = Some(Arc::clone(plan) as Arc<dyn Any + Send + Sync>);
-                }
-            }
-        }
-        Ok(DataSourceExec::from_data_source(config))
-    }
-
     /// What planning did.
     pub fn plan_metrics(&self) -> &PlanMetrics {
         &self.plan_metrics
@@ -171,6 +132,45 @@ impl IcebergScanExec {
     pub fn table(&self) -> &str {
         &self.table
     }
+}
+
+/// The child with each data file's access plan (deleted positions skipped).
+fn child_with_access_plans(
+    input: &Arc<dyn ExecutionPlan>,
+    table: &str,
+    merge: &MergeOnRead,
+    plans: &std::collections::HashMap<
+        usize,
+        Arc<datafusion::datasource::physical_plan::parquet::ParquetAccessPlan>,
+    >,
+) -> DFResult<Arc<dyn ExecutionPlan>> {
+    if plans.is_empty() {
+        return Ok(Arc::clone(input));
+    }
+    let config = input
+        .as_any()
+        .downcast_ref::<DataSourceExec>()
+        .and_then(|exec| exec.data_source().as_any().downcast_ref::<FileScanConfig>())
+        .ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "IcebergScanExec of {}: position deletes need a Parquet file scan child, found {}",
+                table,
+                input.name()
+            ))
+        })?;
+    let mut config = config.clone();
+    for group in &mut config.file_groups {
+        for i in 0..group.len() {
+            let file = &mut group[i];
+            if let Some(plan) = merge
+                .file_index(file.object_meta.location.as_ref())
+                .and_then(|index| plans.get(&index))
+            {
+                file.extensions = Some(Arc::clone(plan) as Arc<dyn Any + Send + Sync>);
+            }
+        }
+    }
+    Ok(DataSourceExec::from_data_source(config))
 }
 
 /// Records planning counts as metrics of the scan node.
@@ -286,33 +286,27 @@ impl ExecutionPlan for IcebergScanExec {
             )));
         };
         let spec = spec.clone();
-        let this = IcebergScanExec::assemble(
-            Arc::clone(&self.input),
-            self.table.clone(),
-            self.snapshot_id,
-            self.plan_metrics.clone(),
-            self.metrics.clone(),
-            Some(spec.clone()),
-        );
+        let (input, table) = (Arc::clone(&self.input), self.table.clone());
         let schema = Arc::clone(&spec.schema);
-        let start =
-            async move {
-                let loaded = spec
-                    .merge
-                    .load(&context)
-                    .await
-                    .map_err(DataFusionError::from)?;
-                let child = this.child_with_access_plans(&spec.merge, &loaded.access_plans)?;
-                let stream = child.execute(partition, context)?;
-                let MergeSpec {
-                    merge,
-                    output,
-                    schema,
-                } = spec;
-                Ok::<_, DataFusionError>(stream.map(move |batch| {
+        let start = async move {
+            let loaded = spec
+                .merge
+                .load(&context)
+                .await
+                .map_err(DataFusionError::from)?;
+            let child = child_with_access_plans(&input, &table, &spec.merge, &loaded.access_plans)?;
+            let stream = child.execute(partition, context)?;
+            let MergeSpec {
+                merge,
+                output,
+                schema,
+            } = spec;
+            Ok::<_, DataFusionError>(
+                stream.map(move |batch| {
                     batch.and_then(|b| merge.apply(&loaded, b, &output, &schema))
-                }))
-            };
+                }),
+            )
+        };
         let stream = futures::stream::once(start)
             .try_flatten()
             .map_err(with_table);

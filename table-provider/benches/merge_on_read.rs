@@ -820,10 +820,34 @@ struct Case {
     sql: String,
 }
 
+/// Profiling mode (`PETREL_MOR_PROFILE_SQL="SELECT …"`): runs only that query, through Petrel,
+/// for 20 s, so that `perf record -p` sees nothing else; prints the median.
+fn profile_loop(rt: &Runtime, ctx: &SessionContext, sql: &str) {
+    let mut times = Vec::new();
+    let started = Instant::now();
+    rt.block_on(async {
+        while started.elapsed() < Duration::from_secs(20) {
+            let t = Instant::now();
+            std::hint::black_box(run(ctx, sql).await.expect("query"));
+            times.push(t.elapsed());
+        }
+    });
+    times.sort();
+    println!(
+        "{sql}: median {:.1?} over {} runs",
+        times[times.len() / 2],
+        times.len()
+    );
+}
+
 fn main() {
     let rt = Runtime::new().expect("tokio runtime");
     let root = generate(&rt);
     let ctx = rt.block_on(session(&root, None));
+    if let Ok(sql) = std::env::var("PETREL_MOR_PROFILE_SQL") {
+        profile_loop(&rt, &ctx, &sql);
+        return;
+    }
     let verified = rt.block_on(verify(&ctx));
 
     let mut cases = Vec::new();

@@ -31,6 +31,7 @@ use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr_adapter::PhysicalExprAdapterFactory;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
@@ -252,23 +253,36 @@ impl TableProvider for IcebergTableProvider {
             .with_parquet_file_reader_factory(Arc::new(NamedFileReaderFactory::new(Arc::new(
                 readers,
             ))));
+        // Files with positional deletes are read without the predicate (their row groups are
+        // pruned by the merge stream); both sources share one metrics set.
+        let unfiltered_source = source.clone();
+        let mut predicate = None;
         if let Some(expr) = conjunction(filters.to_vec()) {
             let df_schema = DFSchema::try_from(Arc::clone(&self.arrow_schema))?;
-            let predicate = state.create_physical_expr(expr, &df_schema)?;
-            source = source.with_predicate(predicate);
+            let expr = state.create_physical_expr(expr, &df_schema)?;
+            source = source.with_predicate(Arc::clone(&expr));
+            predicate = Some(expr);
         }
-        let adapter =
-            FieldIdAdapterFactory::new(Arc::clone(&self.resolved.schema), self.name_mapping());
+        let adapter: Arc<dyn PhysicalExprAdapterFactory> = Arc::new(FieldIdAdapterFactory::new(
+            Arc::clone(&self.resolved.schema),
+            self.name_mapping(),
+        ));
         // With deletes the Parquet scan must not apply the limit itself: its limit pruning
         // would replace the access plans that skip deleted rows. The limit above still stops
         // reading.
         let scan_limit = if deletes.is_empty() { limit } else { None };
-        let config = FileScanConfigBuilder::new(store_url, Arc::new(source))
-            .with_file_groups(groups)
-            .with_projection_indices(Some(deletes.inner_projection.clone()))?
-            .with_limit(scan_limit)
-            .with_expr_adapter(Some(Arc::new(adapter)))
-            .build();
+        let config_of = |source: ParquetSource, groups: Vec<FileGroup>| {
+            FileScanConfigBuilder::new(store_url.clone(), Arc::new(source))
+                .with_file_groups(groups)
+                .with_projection_indices(Some(deletes.inner_projection.clone()))
+                .map(|b| {
+                    b.with_limit(scan_limit)
+                        .with_expr_adapter(Some(Arc::clone(&adapter)))
+                        .build()
+                })
+        };
+        let config = config_of(source, groups)?;
+        let unfiltered = config_of(unfiltered_source, vec![])?;
         let input: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
         let metrics = ExecutionPlanMetricsSet::new();
         let merge = (!deletes.is_empty()).then(|| {
@@ -286,6 +300,10 @@ impl TableProvider for IcebergTableProvider {
                 merge: Arc::new(merge),
                 output: (0..projection.len()).collect(),
                 schema: Arc::clone(&projected_schema),
+                unfiltered: Arc::new(unfiltered),
+                predicate,
+                file_schema: Arc::clone(&self.arrow_schema),
+                adapter,
             }
         });
         Ok(Arc::new(IcebergScanExec::with_metrics(

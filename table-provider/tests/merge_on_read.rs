@@ -21,9 +21,13 @@ mod common;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use common::{Generated, assert_result, generate, query, rows_json, session};
+use common::{Generated, assert_result, find_scan, generate, query, rows_json, session};
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::DataFusionError;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::metrics::MetricsSet;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use petrel_table_provider::{IcebergCatalogProvider, SqlCatalog};
 use serde_json::Value;
@@ -72,6 +76,23 @@ async fn explain_analyze(ctx: &SessionContext, sql: &str) -> String {
     arrow::util::pretty::pretty_format_batches(&rows)
         .expect("fmt")
         .to_string()
+}
+
+/// The metrics of the scan node after running `sql` to completion.
+async fn executed_scan_metrics(ctx: &SessionContext, sql: &str) -> MetricsSet {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .expect("plan")
+        .create_physical_plan()
+        .await
+        .expect("physical plan");
+    datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    find_scan(&plan)
+        .and_then(|scan| scan.metrics())
+        .unwrap_or_else(|| panic!("no scan metrics in {sql}"))
 }
 
 /// The value of metric `name` (`name=<digits>`) in an EXPLAIN ANALYZE text.
@@ -216,18 +237,19 @@ async fn explain_analyze_counts_the_deleted_rows_and_delete_files() {
     for t in readable(g) {
         let name = name(t);
         let m = &t["metrics"];
-        let text = explain_analyze(&ctx, &format!("SELECT * FROM mor.db.{name}")).await;
+        let sql = format!("SELECT * FROM mor.db.{name}");
+        let metrics = executed_scan_metrics(&ctx, &sql).await;
         for key in [
             "rows_deleted_by_position",
             "rows_deleted_by_equality",
             "delete_files_position",
             "delete_files_equality",
         ] {
-            let want = m[key].as_u64().expect("metric");
+            let want = m[key].as_u64().expect("metric") as usize;
             assert_eq!(
-                metric(&text, key),
+                metrics.sum_by_name(key).map(|v| v.as_usize()),
                 Some(want),
-                "{name}: {key} should be {want}:\n{text}"
+                "{name}: {key} should be {want}: {metrics}"
             );
         }
     }
@@ -283,4 +305,62 @@ async fn memory_limit_too_small_for_equality_deletes_is_resources_exhausted() {
         &small,
         &table(g, "pos_many_files")["current"],
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_file_with_position_deletes_prunes_row_groups_by_statistics() {
+    let g = generated();
+    let ctx = ctx(g);
+    let sql = "SELECT id FROM mor.db.pos_row_groups WHERE id >= 31000";
+    let plan = ctx
+        .sql(sql)
+        .await
+        .expect("plan")
+        .create_physical_plan()
+        .await
+        .expect("physical plan");
+    let scan = find_scan(&plan).expect("scan");
+    let child = scan.children()[0];
+    let config = child
+        .as_any()
+        .downcast_ref::<DataSourceExec>()
+        .and_then(|e| e.data_source().as_any().downcast_ref::<FileScanConfig>())
+        .expect("parquet scan");
+    let ranged = config
+        .file_groups
+        .iter()
+        .flat_map(|g| g.files())
+        .filter(|f| f.range.is_some())
+        .count();
+    assert!(
+        ranged >= 2,
+        "the 8-row-group file should be planned as several tasks: {:?}",
+        config.file_groups
+    );
+    let batches = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+        .await
+        .expect("collect");
+    let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+    // ids 31000..39999 minus every 7th position and position 39999; plus the 10 late rows.
+    let want = (31_000..40_000)
+        .filter(|p| p % 7 != 0 && *p != 39_999)
+        .count()
+        + 10;
+    assert_eq!(rows, want);
+    // Only row groups 6 and 7 (ids 30000..39999) of the file with deletes are decoded, and the
+    // untouched file.
+    let decoded = child
+        .metrics()
+        .and_then(|m| m.output_rows())
+        .expect("output_rows");
+    assert_eq!(decoded, 10_000 + 10, "rows the Parquet reader emitted");
+    let metrics = scan.metrics().expect("metrics");
+    let removed = metrics
+        .sum_by_name("rows_deleted_by_position")
+        .map(|v| v.as_usize());
+    // Deleted rows of the two decoded row groups (the filter removes ids 30000..30999 after).
+    let deleted_decoded = (30_000..40_000)
+        .filter(|p| p % 7 == 0 || *p == 39_999)
+        .count();
+    assert_eq!(removed, Some(deleted_decoded));
 }

@@ -1,7 +1,8 @@
-//! Merge-on-read for one scan: loads the delete files its tasks need (each once, shared by
-//! every partition of the scan), turns position deletes and deletion vectors into Parquet
-//! access plans, builds equality-delete sets (memory reserved in DataFusion's pool), and
-//! filters batches by them.
+//! Merge-on-read state of one scan: the delete files its tasks need, each loaded at most once
+//! and shared by every partition — a data file's position deletes and deletion vectors are
+//! loaded when that file is about to be read (one bitmap per data file), the equality-delete
+//! sets once per scan (memory reserved in DataFusion's pool) — and the equality filter applied
+//! to batches. `scan::merge_stream` drives it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,9 +17,7 @@ use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
-use datafusion::datasource::physical_plan::parquet::ParquetAccessPlan;
 use datafusion::execution::TaskContext;
-use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
 use futures::{StreamExt, TryStreamExt};
@@ -26,10 +25,11 @@ use roaring::RoaringTreemap;
 use tokio::sync::OnceCell;
 
 use super::equality::{EqualityDeleteSet, canonical_type, read_equality_keys};
-use super::position::{access_plan, read_deletion_vector, read_position_delete_file};
+use super::position::{read_deletion_vector, read_position_delete_file};
 use crate::error::{Error, Result};
 use crate::io::{TableIo, normalize_location};
 use crate::plan::{DeleteFileRef, DeleteKind};
+use parquet::file::metadata::ParquetMetaData;
 
 /// How many delete files load at once.
 const LOAD_CONCURRENCY: usize = 8;
@@ -86,11 +86,30 @@ impl DeleteMetrics {
     }
 }
 
-/// What loading produced, shared by the scan's partitions.
+/// A positional delete source, loaded once per scan and shared by the data files it covers.
 #[derive(Debug)]
-pub(crate) struct LoadedDeletes {
-    /// Access plans by data file index.
-    pub(crate) access_plans: HashMap<usize, Arc<ParquetAccessPlan>>,
+enum PositionSource {
+    /// A position delete file: deleted positions by normalised data file path.
+    File(HashMap<String, RoaringTreemap>),
+    /// A deletion vector: the positions of its one data file.
+    Vector(RoaringTreemap),
+}
+
+/// Identifies a positional source: the file, and the blob offset of a deletion vector.
+type SourceKey = (String, Option<u64>);
+
+/// The key of a positional delete (`None` for equality deletes).
+fn source_key(d: &DeleteFileRef) -> Option<SourceKey> {
+    match &d.kind {
+        DeleteKind::Position => Some((d.path.clone(), None)),
+        DeleteKind::DeletionVector { offset, .. } => Some((d.path.clone(), Some(*offset))),
+        DeleteKind::Equality { .. } => None,
+    }
+}
+
+/// The equality-delete sets of a scan, one per [`EqualityGroup`], and their memory.
+#[derive(Debug)]
+pub(crate) struct EqualitySets {
     sets: Vec<Arc<EqualityDeleteSet>>,
     _reservation: Option<MemoryReservation>,
 }
@@ -109,7 +128,9 @@ pub struct MergeOnRead {
     /// Per group, the inner batch column of each equality field (None: not in the scan
     /// schema, so null), with its canonical type.
     key_columns: Vec<Vec<(Option<usize>, DataType)>>,
-    loaded: OnceCell<Arc<LoadedDeletes>>,
+    /// Every positional source of the scan, each loaded at most once.
+    sources: HashMap<SourceKey, OnceCell<Arc<PositionSource>>>,
+    equality: OnceCell<Arc<EqualitySets>>,
     metrics: DeleteMetrics,
 }
 
@@ -126,6 +147,12 @@ impl MergeOnRead {
         key_columns: Vec<Vec<(Option<usize>, DataType)>>,
         metrics: &ExecutionPlanMetricsSet,
     ) -> Self {
+        let sources = files
+            .iter()
+            .flat_map(|f| &f.positional)
+            .filter_map(source_key)
+            .map(|key| (key, OnceCell::new()))
+            .collect();
         Self {
             table,
             io,
@@ -134,7 +161,8 @@ impl MergeOnRead {
             by_object_path,
             file_column,
             key_columns,
-            loaded: OnceCell::new(),
+            sources,
+            equality: OnceCell::new(),
             metrics: DeleteMetrics::new(metrics),
         }
     }
@@ -144,136 +172,142 @@ impl MergeOnRead {
         self.by_object_path.get(object_path).copied()
     }
 
-    /// Loads every delete file once (later callers wait for the first).
-    pub(crate) async fn load(&self, ctx: &TaskContext) -> Result<Arc<LoadedDeletes>> {
-        self.loaded
+    /// Whether data file `index` has position deletes or deletion vectors.
+    pub(crate) fn has_positional(&self, index: usize) -> bool {
+        self.files
+            .get(index)
+            .is_some_and(|f| !f.positional.is_empty())
+    }
+
+    /// Whether any data file has equality deletes.
+    pub(crate) fn has_equality(&self) -> bool {
+        !self.groups.is_empty()
+    }
+
+    /// Counts rows removed by positional deletes.
+    pub(crate) fn record_removed_by_position(&self, rows: usize) {
+        self.metrics.rows_deleted_by_position.add(rows);
+    }
+
+    /// The deleted positions of data file `index`: the union of its position delete files and
+    /// deletion vectors, each source loaded once per scan (concurrent callers wait for the
+    /// first). `None` when nothing is deleted.
+    pub(crate) async fn deleted_positions(&self, index: usize) -> Result<Option<RoaringTreemap>> {
+        let Some(file) = self.files.get(index) else {
+            return Ok(None);
+        };
+        let sources: Vec<Arc<PositionSource>> = futures::stream::iter(collect_futures(
+            file.positional.iter().map(|d| async move {
+                let cell = source_key(d)
+                    .and_then(|key| self.sources.get(&key))
+                    .ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "table {}: delete file {} was not planned as positional",
+                            self.table, d.path
+                        ))
+                    })?;
+                cell.get_or_try_init(|| self.load_source(d)).await.cloned()
+            }),
+        ))
+        .buffer_unordered(LOAD_CONCURRENCY)
+        .try_collect()
+        .await?;
+        let key = normalize_location(&file.path);
+        let mut bitmap = RoaringTreemap::new();
+        for source in &sources {
+            match source.as_ref() {
+                PositionSource::File(by_path) => {
+                    if let Some(b) = by_path.get(&key) {
+                        bitmap |= b;
+                    }
+                }
+                PositionSource::Vector(b) => bitmap |= b,
+            }
+        }
+        Ok((!bitmap.is_empty()).then_some(bitmap))
+    }
+
+    /// Reads one positional source.
+    async fn load_source(&self, d: &DeleteFileRef) -> Result<Arc<PositionSource>> {
+        let started = Instant::now();
+        let table = self.table.as_str();
+        let source = match &d.kind {
+            DeleteKind::Position => {
+                if d.format != "PARQUET" {
+                    return Err(Error::Unsupported {
+                        table: table.to_string(),
+                        message: format!(
+                            "position delete file {} is {}; only Parquet position deletes are read",
+                            d.path, d.format
+                        ),
+                    });
+                }
+                let (parsed, fetched) =
+                    read_position_delete_file(&self.io, table, &d.path, d.file_size).await?;
+                self.metrics.position_files.add(1);
+                self.metrics.delete_bytes.add(fetched as usize);
+                PositionSource::File(parsed)
+            }
+            DeleteKind::DeletionVector { offset, length } => {
+                let bitmap =
+                    read_deletion_vector(&self.io, table, &d.path, *offset, *length).await?;
+                self.metrics.deletion_vectors.add(1);
+                self.metrics.delete_bytes.add(*length as usize);
+                PositionSource::Vector(bitmap)
+            }
+            DeleteKind::Equality { .. } => {
+                return Err(Error::InvalidArgument(format!(
+                    "table {table}: equality delete file {} listed as positional",
+                    d.path
+                )));
+            }
+        };
+        self.metrics.build_time.add_duration(started.elapsed());
+        Ok(Arc::new(source))
+    }
+
+    /// The footer of data file `index`, through DataFusion's file-metadata cache (the scan
+    /// that follows finds it there instead of reading it again).
+    pub(crate) async fn data_file_metadata(
+        &self,
+        index: usize,
+        ctx: &TaskContext,
+    ) -> Result<Arc<ParquetMetaData>> {
+        let file = self.files.get(index).ok_or_else(|| {
+            Error::InvalidArgument(format!("table {}: no data file #{index}", self.table))
+        })?;
+        let (store, _, object) = self.io.resolve(&file.path)?;
+        let cache = ctx.runtime_env().cache_manager.get_file_metadata_cache();
+        let factory = CachedParquetFileReaderFactory::new(store, cache);
+        let mut reader = factory.create_reader(
+            0,
+            PartitionedFile::new(object.to_string(), file.file_size),
+            None,
+            &ExecutionPlanMetricsSet::new(),
+        )?;
+        reader
+            .get_metadata(None)
+            .await
+            .map_err(|e| Error::corrupt(&self.table, "data file", &file.path, e))
+    }
+
+    /// The equality-delete sets, built once per scan (later callers wait for the first): each
+    /// delete file's key columns are read once, the sets' memory is reserved in the pool.
+    pub(crate) async fn equality_sets(&self, ctx: &TaskContext) -> Result<Arc<EqualitySets>> {
+        self.equality
             .get_or_try_init(|| async {
                 let started = Instant::now();
-                let loaded = self.load_uncached(ctx).await;
+                let sets = self.build_equality_sets(ctx).await;
                 self.metrics.build_time.add_duration(started.elapsed());
-                loaded.map(Arc::new)
+                sets.map(Arc::new)
             })
             .await
             .cloned()
     }
 
-    async fn load_uncached(&self, ctx: &TaskContext) -> Result<LoadedDeletes> {
+    async fn build_equality_sets(&self, ctx: &TaskContext) -> Result<EqualitySets> {
         let table = self.table.as_str();
-        // Distinct positional delete sources.
-        let mut position_files: Vec<&DeleteFileRef> = Vec::new();
-        let mut vectors: Vec<(&DeleteFileRef, u64, u64)> = Vec::new();
-        for d in self.files.iter().flat_map(|f| &f.positional) {
-            match &d.kind {
-                DeleteKind::Position => {
-                    if d.format != "PARQUET" {
-                        return Err(Error::Unsupported {
-                            table: table.to_string(),
-                            message: format!(
-                                "position delete file {} is {}; only Parquet position deletes are read",
-                                d.path, d.format
-                            ),
-                        });
-                    }
-                    if !position_files.iter().any(|p| p.path == d.path) {
-                        position_files.push(d);
-                    }
-                }
-                DeleteKind::DeletionVector { offset, length } => {
-                    if !vectors
-                        .iter()
-                        .any(|(v, o, _)| v.path == d.path && o == offset)
-                    {
-                        vectors.push((d, *offset, *length));
-                    }
-                }
-                DeleteKind::Equality { .. } => {}
-            }
-        }
         let io = &self.io;
-        let positions: HashMap<String, (HashMap<String, RoaringTreemap>, u64)> =
-            futures::stream::iter(collect_futures(position_files.iter().map(|d| {
-                let (io, table, path, size) =
-                    (io.clone(), table.to_string(), d.path.clone(), d.file_size);
-                async move {
-                    let (parsed, fetched) =
-                        read_position_delete_file(&io, &table, &path, size).await?;
-                    Ok::<_, Error>((path, (parsed, fetched)))
-                }
-            })))
-            .buffer_unordered(LOAD_CONCURRENCY)
-            .try_collect()
-            .await?;
-        self.metrics.position_files.add(position_files.len());
-        self.metrics.delete_bytes.add(
-            positions
-                .values()
-                .map(|(_, fetched)| *fetched as usize)
-                .sum(),
-        );
-        let dvs: HashMap<(String, u64), RoaringTreemap> = futures::stream::iter(collect_futures(
-            vectors.iter().map(|(d, offset, length)| {
-                let (io, table, path) = (io.clone(), table.to_string(), d.path.clone());
-                let (offset, length) = (*offset, *length);
-                async move {
-                    let bitmap = read_deletion_vector(&io, &table, &path, offset, length).await?;
-                    Ok::<_, Error>(((path, offset), bitmap))
-                }
-            }),
-        ))
-        .buffer_unordered(LOAD_CONCURRENCY)
-        .try_collect()
-        .await?;
-        self.metrics.deletion_vectors.add(vectors.len());
-        self.metrics
-            .delete_bytes
-            .add(vectors.iter().map(|(_, _, l)| *l as usize).sum());
-
-        // One bitmap and access plan per data file with positional deletes.
-        let with_positions: Vec<(usize, RoaringTreemap)> = self
-            .files
-            .iter()
-            .enumerate()
-            .filter(|(_, f)| !f.positional.is_empty())
-            .map(|(index, f)| {
-                let key = normalize_location(&f.path);
-                let mut bitmap = RoaringTreemap::new();
-                for d in &f.positional {
-                    match &d.kind {
-                        DeleteKind::Position => {
-                            if let Some(b) = positions.get(&d.path).and_then(|(m, _)| m.get(&key)) {
-                                bitmap |= b;
-                            }
-                        }
-                        DeleteKind::DeletionVector { offset, .. } => {
-                            if let Some(b) = dvs.get(&(d.path.clone(), *offset)) {
-                                bitmap |= b;
-                            }
-                        }
-                        DeleteKind::Equality { .. } => {}
-                    }
-                }
-                (index, bitmap)
-            })
-            .filter(|(_, b)| !b.is_empty())
-            .collect();
-        let plans: Vec<(usize, Arc<ParquetAccessPlan>)> = futures::stream::iter(collect_futures(
-            with_positions.into_iter().map(|(index, bitmap)| {
-                let (io, table) = (io.clone(), table.to_string());
-                let (path, size) = (self.files[index].path.clone(), self.files[index].file_size);
-                let removed_rows = self.metrics.rows_deleted_by_position.clone();
-                let cache = ctx.runtime_env().cache_manager.get_file_metadata_cache();
-                async move {
-                    let row_groups = row_group_rows(&io, &table, &path, size, cache).await?;
-                    let (plan, removed) = access_plan(&bitmap, &row_groups);
-                    removed_rows.add(removed as usize);
-                    Ok::<_, Error>((index, Arc::new(plan)))
-                }
-            }),
-        ))
-        .buffer_unordered(LOAD_CONCURRENCY)
-        .try_collect()
-        .await?;
-
         // Equality sets: read each delete file's key columns once.
         let mut eq_files: Vec<(&DeleteFileRef, &Vec<i32>)> = Vec::new();
         for group in &self.groups {
@@ -341,8 +375,7 @@ impl MergeOnRead {
             self.metrics.equality_keys.add(set.len());
             sets.push(Arc::new(set));
         }
-        Ok(LoadedDeletes {
-            access_plans: plans.into_iter().collect(),
+        Ok(EqualitySets {
             sets,
             _reservation: reservation,
         })
@@ -351,7 +384,7 @@ impl MergeOnRead {
     /// Removes the rows of `batch` that equality deletes delete, then keeps `output` columns.
     pub(crate) fn apply(
         &self,
-        loaded: &LoadedDeletes,
+        sets: &EqualitySets,
         batch: RecordBatch,
         output: &[usize],
         output_schema: &arrow::datatypes::SchemaRef,
@@ -363,7 +396,7 @@ impl MergeOnRead {
                 let first = files[0];
                 let deleted = if files.iter().all(|f| *f == first) {
                     // The usual case: the whole batch comes from one data file.
-                    self.deleted_rows(loaded, &batch, first)?
+                    self.deleted_rows(sets, &batch, first)?
                 } else {
                     let mut builder = BooleanBufferBuilder::new(rows);
                     let mut start = 0;
@@ -371,7 +404,7 @@ impl MergeOnRead {
                         let file = files[start];
                         let end = (start..rows).find(|i| files[*i] != file).unwrap_or(rows);
                         let run = batch.slice(start, end - start);
-                        match self.deleted_rows(loaded, &run, file)? {
+                        match self.deleted_rows(sets, &run, file)? {
                             Some(mask) => builder.append_buffer(&mask),
                             None => builder.append_n(end - start, false),
                         }
@@ -406,7 +439,7 @@ impl MergeOnRead {
     /// when none apply.
     fn deleted_rows(
         &self,
-        loaded: &LoadedDeletes,
+        sets: &EqualitySets,
         batch: &RecordBatch,
         file: u32,
     ) -> DFResult<Option<BooleanBuffer>> {
@@ -431,7 +464,7 @@ impl MergeOnRead {
                     })
                 })
                 .collect::<DFResult<Vec<_>>>()?;
-            let mask = loaded.sets[group].deleted(&keys)?;
+            let mask = sets.sets[group].deleted(&keys)?;
             deleted = Some(match deleted {
                 Some(previous) => &previous | &mask,
                 None => mask,
@@ -444,34 +477,6 @@ impl MergeOnRead {
 /// Builds every future now, so the stream over them holds no closure (and no borrow).
 fn collect_futures<F>(futures: impl Iterator<Item = F>) -> Vec<F> {
     futures.collect()
-}
-
-/// Row counts of a data file's row groups, from its footer, read through DataFusion's
-/// file-metadata cache so that the scan that follows does not read the footer again.
-async fn row_group_rows(
-    io: &TableIo,
-    table: &str,
-    path: &str,
-    file_size: u64,
-    metadata_cache: Arc<dyn FileMetadataCache>,
-) -> Result<Vec<u64>> {
-    let (store, _, object) = io.resolve(path)?;
-    let factory = CachedParquetFileReaderFactory::new(store, metadata_cache);
-    let mut reader = factory.create_reader(
-        0,
-        PartitionedFile::new(object.to_string(), file_size),
-        None,
-        &ExecutionPlanMetricsSet::new(),
-    )?;
-    let metadata = reader
-        .get_metadata(None)
-        .await
-        .map_err(|e| Error::corrupt(table, "data file", path, e))?;
-    Ok(metadata
-        .row_groups()
-        .iter()
-        .map(|rg| rg.num_rows().max(0) as u64)
-        .collect())
 }
 
 /// The canonical key type of a field of the scan schema.

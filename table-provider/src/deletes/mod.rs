@@ -1,17 +1,20 @@
 //! Merge-on-read deletes.
 //!
 //! - [`DeleteFileIndex`] (planning): which delete files apply to which data file.
-//! - `position`: position delete files and deletion vectors → per-file bitmaps → Parquet
-//!   access plans (the reader skips deleted rows).
+//! - `position`: position delete files and deletion vectors → per-file bitmaps.
+//! - `position_filter`: a bitmap → a Parquet access plan skipping long deleted runs, and a
+//!   keep-mask filter for the scattered rest.
 //! - `equality`: equality-delete key sets, read with only the key columns, probed per batch.
 //! - [`MergeOnRead`] (execution): loads each delete file once per scan, shares the result
-//!   across partitions, reserves set memory, filters batches.
+//!   across partitions, reserves set memory, filters batches by equality deletes.
 
 mod equality;
 mod index;
 mod merge_on_read;
 mod position;
+mod position_filter;
 
 pub use index::DeleteFileIndex;
 pub(crate) use merge_on_read::key_type;
 pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};
+pub(crate) use position_filter::{PositionFilter, positional_plan};

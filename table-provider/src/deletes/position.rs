@@ -1,7 +1,5 @@
-//! Position deletes and deletion vectors → one row-position bitmap per data file → a
-//! `ParquetAccessPlan` that makes the Parquet reader skip the deleted rows (whole row groups
-//! when every row is gone, row selections otherwise), so no row-position column is ever
-//! materialised.
+//! Reading position deletes and deletion vectors into row-position bitmaps (applied by
+//! `position_filter`).
 //!
 //! A position delete file may cover many data files (Spark's partition-granularity deletes);
 //! it is read once per query and split by `file_path`. A deletion vector (v3) is one Puffin
@@ -14,12 +12,9 @@ use std::sync::Arc;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema};
 use bytes::Bytes;
-use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
 use futures::TryStreamExt;
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, RowSelection, RowSelector,
-};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
 use parquet::file::metadata::ParquetMetaData;
 use roaring::RoaringTreemap;
@@ -223,69 +218,9 @@ pub(crate) fn parse_deletion_vector(blob: &[u8]) -> std::result::Result<RoaringT
         .map_err(|e| format!("bad bitmap: {e}"))
 }
 
-/// An access plan skipping the positions in `deleted`, given each row group's row count.
-/// Also returns how many of the file's rows it removes.
-pub(crate) fn access_plan(
-    deleted: &RoaringTreemap,
-    row_group_rows: &[u64],
-) -> (ParquetAccessPlan, u64) {
-    let mut groups = Vec::with_capacity(row_group_rows.len());
-    let mut removed = 0;
-    let mut start = 0u64;
-    let mut positions = deleted.iter().peekable();
-    for &rows in row_group_rows {
-        let end = start + rows;
-        let mut selectors = Vec::new();
-        let mut cursor = start;
-        let mut in_group = 0u64;
-        while let Some(&pos) = positions.peek() {
-            if pos >= end {
-                break;
-            }
-            positions.next();
-            if pos < cursor {
-                continue;
-            }
-            if pos > cursor {
-                selectors.push(RowSelector::select((pos - cursor) as usize));
-            }
-            selectors.push(RowSelector::skip(1));
-            cursor = pos + 1;
-            in_group += 1;
-        }
-        removed += in_group;
-        if in_group == 0 {
-            groups.push(RowGroupAccess::Scan);
-        } else if in_group == rows {
-            groups.push(RowGroupAccess::Skip);
-        } else {
-            if cursor < end {
-                selectors.push(RowSelector::select((end - cursor) as usize));
-            }
-            groups.push(RowGroupAccess::Selection(RowSelection::from(selectors)));
-        }
-        start = end;
-    }
-    (ParquetAccessPlan::new(groups), removed)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn access_plan_skips_exactly_the_deleted_rows() {
-        let deleted: RoaringTreemap = [0u64, 1, 5, 10, 11, 12, 13, 14].into_iter().collect();
-        let (plan, removed) = access_plan(&deleted, &[10, 5, 3]);
-        assert_eq!(removed, 8);
-        let groups = plan.into_inner();
-        assert!(matches!(groups[1], RowGroupAccess::Skip));
-        assert!(matches!(groups[2], RowGroupAccess::Scan));
-        let RowGroupAccess::Selection(sel) = &groups[0] else {
-            panic!("expected a selection");
-        };
-        assert_eq!(sel.row_count(), 7);
-    }
 
     #[test]
     fn deletion_vector_round_trip() {

@@ -9,41 +9,26 @@
 //! counts are this node's metrics, so `EXPLAIN ANALYZE` shows them next to the Parquet scan's
 //! own (row groups pruned, bytes scanned).
 //!
-//! With deletes, each partition's stream first waits for the scan's delete files to load
-//! (once, shared), then runs the child with per-file Parquet access plans that skip the
-//! positions deleted by position delete files and deletion vectors, and finally drops rows
-//! matching equality deletes and the helper columns (equality keys the query did not project,
-//! the file index).
+//! With deletes, each partition is read by `merge_stream`: files with positional deletes one
+//! by one with their deleted positions skipped or filtered out, then rows matching equality
+//! deletes and the helper columns (equality keys the query did not project, the file index)
+//! are dropped.
 
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use arrow::datatypes::SchemaRef;
 use datafusion::common::{DataFusionError, Result as DFResult};
-use datafusion::datasource::physical_plan::FileScanConfig;
-use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 
-use crate::deletes::MergeOnRead;
+use super::merge_stream::{MergeSpec, partition_stream};
 use crate::plan::PlanMetrics;
-
-/// Merge-on-read wiring of a scan: the delete state and the columns to output.
-#[derive(Debug, Clone)]
-pub struct MergeSpec {
-    /// The shared delete state.
-    pub merge: Arc<MergeOnRead>,
-    /// Which child columns to output.
-    pub output: Vec<usize>,
-    /// The output schema.
-    pub schema: SchemaRef,
-}
 
 /// Reads the planned tasks of one Iceberg table scan.
 #[derive(Debug)]
@@ -132,45 +117,6 @@ impl IcebergScanExec {
     pub fn table(&self) -> &str {
         &self.table
     }
-}
-
-/// The child with each data file's access plan (deleted positions skipped).
-fn child_with_access_plans(
-    input: &Arc<dyn ExecutionPlan>,
-    table: &str,
-    merge: &MergeOnRead,
-    plans: &std::collections::HashMap<
-        usize,
-        Arc<datafusion::datasource::physical_plan::parquet::ParquetAccessPlan>,
-    >,
-) -> DFResult<Arc<dyn ExecutionPlan>> {
-    if plans.is_empty() {
-        return Ok(Arc::clone(input));
-    }
-    let config = input
-        .as_any()
-        .downcast_ref::<DataSourceExec>()
-        .and_then(|exec| exec.data_source().as_any().downcast_ref::<FileScanConfig>())
-        .ok_or_else(|| {
-            DataFusionError::Internal(format!(
-                "IcebergScanExec of {}: position deletes need a Parquet file scan child, found {}",
-                table,
-                input.name()
-            ))
-        })?;
-    let mut config = config.clone();
-    for group in &mut config.file_groups {
-        for i in 0..group.len() {
-            let file = &mut group[i];
-            if let Some(plan) = merge
-                .file_index(file.object_meta.location.as_ref())
-                .and_then(|index| plans.get(&index))
-            {
-                file.extensions = Some(Arc::clone(plan) as Arc<dyn Any + Send + Sync>);
-            }
-        }
-    }
-    Ok(DataSourceExec::from_data_source(config))
 }
 
 /// Records planning counts as metrics of the scan node.
@@ -285,31 +231,16 @@ impl ExecutionPlan for IcebergScanExec {
                 stream.map_err(with_table),
             )));
         };
-        let spec = spec.clone();
-        let (input, table) = (Arc::clone(&self.input), self.table.clone());
+        let stream = partition_stream(
+            spec,
+            &self.input,
+            &self.table,
+            partition,
+            context,
+            &self.metrics,
+        )?
+        .map_err(with_table);
         let schema = Arc::clone(&spec.schema);
-        let start = async move {
-            let loaded = spec
-                .merge
-                .load(&context)
-                .await
-                .map_err(DataFusionError::from)?;
-            let child = child_with_access_plans(&input, &table, &spec.merge, &loaded.access_plans)?;
-            let stream = child.execute(partition, context)?;
-            let MergeSpec {
-                merge,
-                output,
-                schema,
-            } = spec;
-            Ok::<_, DataFusionError>(
-                stream.map(move |batch| {
-                    batch.and_then(|b| merge.apply(&loaded, b, &output, &schema))
-                }),
-            )
-        };
-        let stream = futures::stream::once(start)
-            .try_flatten()
-            .map_err(with_table);
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }
 

@@ -2,9 +2,11 @@
 //! wrapped by [`IcebergScanExec`].
 
 mod exec;
+mod merge_stream;
 mod reader;
 mod schema_mapping;
 
-pub use exec::{IcebergScanExec, MergeSpec};
+pub use exec::IcebergScanExec;
+pub use merge_stream::MergeSpec;
 pub use reader::NamedFileReaderFactory;
 pub use schema_mapping::{FieldIdAdapterFactory, FieldIdCastExpr, adapt_array};

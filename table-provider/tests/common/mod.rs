@@ -111,7 +111,8 @@ pub async fn plan_metrics(ctx: &SessionContext, sql: &str) -> PlanMetrics {
         .clone()
 }
 
-fn find_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<&IcebergScanExec> {
+/// The Petrel scan node of a physical plan.
+pub fn find_scan(plan: &Arc<dyn ExecutionPlan>) -> Option<&IcebergScanExec> {
     if let Some(scan) = plan.as_any().downcast_ref::<IcebergScanExec>() {
         return Some(scan);
     }

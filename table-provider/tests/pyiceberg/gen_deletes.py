@@ -325,6 +325,8 @@ def cross_check(m: Model) -> list[str]:
 
 # ======================================================================= tables
 KEY_PAYLOAD = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "payload", StringType()))
+# A query's column list meaning "the answer is `count(*) AS n`".
+COUNT = ["<count>"]
 ID_PAYLOAD = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "payload", StringType()))
 
 
@@ -416,6 +418,30 @@ def build_pos_many_files(cat) -> tuple[Model, list]:
     return m, queries
 
 
+def build_pos_row_groups(cat) -> tuple[Model, list]:
+    t = cat.create_table(f"{NAMESPACE}.pos_row_groups", schema=ID_PAYLOAD,
+                         properties={"write.parquet.row-group-limit": "5000", "read.split.target-size": "20000"})
+    m = Model(t, "One data file of 8 row groups of 5,000 rows (ids 0..39999 in order), planned as several tasks at "
+                 "its split offsets; position deletes of every 7th row, all of row group 2, a 4,500-row run inside "
+                 "row group 5, and a delete file for positions 20000..20009 and 39999; a second data file "
+                 "appended later is untouched.")
+    [path] = m.append([{"id": i, "payload": f"r{i}"} for i in range(40_000)])
+    rows = m.file(0)["rows"]
+    assert [r["id"] for r in rows] == list(range(40_000)), "PyIceberg reordered the rows"
+    row_groups = pq.ParquetFile(local(path)).metadata.num_row_groups
+    assert row_groups == 8, f"expected 8 row groups, PyIceberg wrote {row_groups}"
+    positions = sorted(set(range(0, 40_000, 7)) | set(range(10_000, 15_000)) | set(range(25_500, 30_000)))
+    m.commit_one(m.position_deletes([(path, p) for p in positions]))
+    m.commit_one(m.position_deletes([(path, p) for p in list(range(20_000, 20_010)) + [39_999]]))
+    m.append([{"id": 100_000 + i, "payload": f"late{i}"} for i in range(10)])
+    queries = [("SELECT id FROM {t} WHERE id >= 31000", ["id"], lambda r: r["id"] >= 31_000),
+               ("SELECT * FROM {t} WHERE id BETWEEN 24000 AND 26000", None, lambda r: 24_000 <= r["id"] <= 26_000),
+               ("SELECT payload FROM {t} WHERE id < 12 OR id > 39990", ["payload"],
+                lambda r: r["id"] < 12 or r["id"] > 39_990),
+               ("SELECT count(*) AS n FROM {t} WHERE id < 20005", COUNT, lambda r: r["id"] < 20_005)]
+    return m, queries
+
+
 def build_eq_partitioned(cat) -> tuple[Model, list]:
     schema = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "cat", StringType()),
                     NestedField(3, "payload", StringType()))
@@ -475,7 +501,10 @@ def entry(m: Model, queries: list) -> dict:
          "data_files": len(m.data), "delete_files": len(m.deletes),
          "notes": m.notes}
     for sql, columns, pred in queries:
-        e["queries"].append({"sql": sql, "result": m.result([r for r in rows if pred(r)], columns)})
+        matching = [r for r in rows if pred(r)]
+        result = ({"columns": ["n"], "types": ["long"], "count": 1, "rows": [[len(matching)]]} if columns is COUNT
+                  else m.result(matching, columns))
+        e["queries"].append({"sql": sql, "result": result})
     e["pyiceberg_cross_check"] = cross_check(m)
     return e
 
@@ -494,7 +523,7 @@ def main(argv):
     cat.create_namespace(NAMESPACE)
     tables = []
     for build in [build_eq_nulls, build_eq_two_strings, build_eq_and_pos_same_file, build_many_small_deletes,
-                  build_pos_many_files, build_eq_partitioned, build_corrupt_delete, build_missing_delete]:
+                  build_pos_many_files, build_pos_row_groups, build_eq_partitioned, build_corrupt_delete, build_missing_delete]:
         m, queries = build(cat)
         e = entry(m, queries)
         name = e["name"]

@@ -1,0 +1,238 @@
+//! The stream of one partition of a scan with deletes.
+//!
+//! A partition's files are read in order, as runs:
+//!
+//! - consecutive files without positional deletes are one run, read by DataFusion's Parquet
+//!   scan as planned (pushed filters prune row groups and pages);
+//! - each file with position deletes or a deletion vector is a run of its own: its deleted
+//!   positions are loaded when the scan reaches it (each delete file once per query, shared with
+//!   the other partitions), long deleted runs become a Parquet access plan, and the rest are
+//!   dropped from the decoded batches by a keep-mask (`deletes::position_filter`). Its row
+//!   groups are pruned here — by the task's byte range and the pushed filters' statistics — and
+//!   read without page-level pruning, so the positions of the rows the reader emits are known.
+//!
+//! The next run is prepared (delete files loaded, footer fetched) while the current one
+//! streams. Equality deletes are applied last, to every batch, once the scan's equality sets
+//! are built.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::parquet::{
+    ParquetAccessPlan, ParquetFileMetrics, RowGroupAccessPlanFilter,
+    apply_file_schema_type_coercions,
+};
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfig};
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr_adapter::PhysicalExprAdapterFactory;
+use datafusion::physical_optimizer::pruning::PruningPredicate;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use parquet::arrow::parquet_to_arrow_schema;
+use parquet::file::metadata::ParquetMetaData;
+
+use crate::deletes::{MergeOnRead, PositionFilter, positional_plan};
+
+/// How many runs are prepared ahead of the one streaming.
+const RUNS_AHEAD: usize = 2;
+
+/// Merge-on-read wiring of a scan: the delete state, how to read files with positional
+/// deletes, and the columns to output.
+#[derive(Debug, Clone)]
+pub struct MergeSpec {
+    /// The shared delete state.
+    pub merge: Arc<MergeOnRead>,
+    /// Which child columns to output.
+    pub output: Vec<usize>,
+    /// The output schema.
+    pub schema: SchemaRef,
+    /// The child's scan without its predicate: files with positional deletes are read with it
+    /// (their row groups pruned here instead).
+    pub unfiltered: Arc<FileScanConfig>,
+    /// The pushed filters, over `file_schema`.
+    pub predicate: Option<Arc<dyn PhysicalExpr>>,
+    /// The table schema the data files are mapped to.
+    pub file_schema: SchemaRef,
+    /// Maps `file_schema` expressions onto a data file's own schema (by field id).
+    pub adapter: Arc<dyn PhysicalExprAdapterFactory>,
+}
+
+/// A run of a partition's files read by one Parquet scan.
+enum Run {
+    /// Files without positional deletes.
+    Plain(Vec<PartitionedFile>),
+    /// One file with positional deletes (its index in the merge state).
+    Positional(Box<PartitionedFile>, usize),
+}
+
+/// The batches of partition `partition` of `child` (the Parquet scan), deletes applied.
+pub(crate) fn partition_stream(
+    spec: &MergeSpec,
+    child: &Arc<dyn ExecutionPlan>,
+    table: &str,
+    partition: usize,
+    context: Arc<TaskContext>,
+    metrics: &ExecutionPlanMetricsSet,
+) -> DFResult<BoxStream<'static, DFResult<RecordBatch>>> {
+    let config = child
+        .as_any()
+        .downcast_ref::<DataSourceExec>()
+        .and_then(|exec| exec.data_source().as_any().downcast_ref::<FileScanConfig>())
+        .ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "IcebergScanExec of {table}: deletes need a Parquet file scan child, found {}",
+                child.name()
+            ))
+        })?;
+    let files = config
+        .file_groups
+        .get(partition)
+        .map(|g| g.files().to_vec())
+        .unwrap_or_default();
+    let mut runs: Vec<Run> = Vec::new();
+    for file in files {
+        match spec
+            .merge
+            .file_index(file.object_meta.location.as_ref())
+            .filter(|i| spec.merge.has_positional(*i))
+        {
+            Some(index) => runs.push(Run::Positional(Box::new(file), index)),
+            None => match runs.last_mut() {
+                Some(Run::Plain(plain)) => plain.push(file),
+                _ => runs.push(Run::Plain(vec![file])),
+            },
+        }
+    }
+
+    let filtered = Arc::new(config.clone());
+    let (spec_for_runs, ctx, metrics) = (spec.clone(), Arc::clone(&context), metrics.clone());
+    let batches = futures::stream::iter(runs)
+        .map(move |run| {
+            let (spec, filtered, ctx, metrics) = (
+                spec_for_runs.clone(),
+                Arc::clone(&filtered),
+                Arc::clone(&ctx),
+                metrics.clone(),
+            );
+            async move { open_run(run, &spec, &filtered, ctx, partition, &metrics).await }
+        })
+        .buffered(RUNS_AHEAD)
+        .try_flatten();
+
+    if !spec.merge.has_equality() {
+        return Ok(batches.boxed());
+    }
+    let spec = spec.clone();
+    let with_equality = async move {
+        let sets = spec
+            .merge
+            .equality_sets(&context)
+            .await
+            .map_err(DataFusionError::from)?;
+        let MergeSpec {
+            merge,
+            output,
+            schema,
+            ..
+        } = spec;
+        Ok::<_, DataFusionError>(
+            batches.map(move |batch| batch.and_then(|b| merge.apply(&sets, b, &output, &schema))),
+        )
+    };
+    Ok(futures::stream::once(with_equality).try_flatten().boxed())
+}
+
+/// Starts reading one run.
+async fn open_run(
+    run: Run,
+    spec: &MergeSpec,
+    filtered: &FileScanConfig,
+    ctx: Arc<TaskContext>,
+    partition: usize,
+    metrics: &ExecutionPlanMetricsSet,
+) -> DFResult<BoxStream<'static, DFResult<RecordBatch>>> {
+    let scan = |config: &FileScanConfig, files: Vec<PartitionedFile>, ctx: Arc<TaskContext>| {
+        let mut config = config.clone();
+        config.file_groups = vec![FileGroup::new(files)];
+        DataSourceExec::from_data_source(config).execute(0, ctx)
+    };
+    let (file, index) = match run {
+        Run::Plain(files) => return Ok(scan(filtered, files, ctx)?.boxed()),
+        Run::Positional(file, index) => (*file, index),
+    };
+    let merge = Arc::clone(&spec.merge);
+    let Some(deleted) = merge.deleted_positions(index).await? else {
+        // Its delete files turned out to hold no position of it.
+        return Ok(scan(filtered, vec![file], ctx)?.boxed());
+    };
+    let metadata = merge.data_file_metadata(index, &ctx).await?;
+    let row_groups = metadata.row_groups();
+    let mut pruned = RowGroupAccessPlanFilter::new(ParquetAccessPlan::new_all(row_groups.len()));
+    if let Some(range) = &file.range {
+        pruned.prune_by_range(row_groups, range);
+    }
+    if let Some((predicate, file_schema)) = pruning_predicate(spec, &metadata) {
+        let file_metrics =
+            ParquetFileMetrics::new(partition, file.object_meta.location.as_ref(), metrics);
+        pruned.prune_by_statistics(
+            &file_schema,
+            metadata.file_metadata().schema_descr(),
+            row_groups,
+            &predicate,
+            &file_metrics,
+        );
+    }
+    let pruned = pruned.build();
+    let scanned: Vec<bool> = (0..row_groups.len())
+        .map(|i| pruned.should_scan(i))
+        .collect();
+    let rows: Vec<u64> = row_groups
+        .iter()
+        .map(|g| g.num_rows().max(0) as u64)
+        .collect();
+    let plan = positional_plan(&deleted, &rows, &scanned);
+    merge.record_removed_by_position(plan.skipped_deleted as usize);
+
+    let mut file = file;
+    file.range = None;
+    file.extensions = Some(Arc::new(plan.access.clone()));
+    let mut filter = PositionFilter::new(&plan, deleted);
+    let stream = scan(&spec.unfiltered, vec![file], ctx)?;
+    Ok(stream
+        .map(move |batch| {
+            let (batch, removed) = filter.apply(batch?)?;
+            merge.record_removed_by_position(removed);
+            Ok(batch)
+        })
+        .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
+        .boxed())
+}
+
+/// The pushed filters as a row-group pruning predicate over one data file's own schema, as
+/// DataFusion's Parquet opener builds it; `None` when there are none or they cannot prune.
+fn pruning_predicate(
+    spec: &MergeSpec,
+    metadata: &ParquetMetaData,
+) -> Option<(PruningPredicate, SchemaRef)> {
+    let predicate = spec.predicate.as_ref()?;
+    let footer = metadata.file_metadata();
+    let physical =
+        parquet_to_arrow_schema(footer.schema_descr(), footer.key_value_metadata()).ok()?;
+    let physical = Arc::new(
+        apply_file_schema_type_coercions(&spec.file_schema, &physical).unwrap_or(physical),
+    );
+    let rewriter = spec
+        .adapter
+        .create(Arc::clone(&spec.file_schema), Arc::clone(&physical))
+        .ok()?;
+    let predicate = rewriter.rewrite(Arc::clone(predicate)).ok()?;
+    let pruning = PruningPredicate::try_new(predicate, Arc::clone(&physical)).ok()?;
+    (!pruning.always_true()).then_some((pruning, physical))
+}

@@ -7,8 +7,9 @@
 //!   least [`MIN_SKIPPED_RUN`] consecutive deleted rows, become a `ParquetAccessPlan` (skipped
 //!   row groups, row selections), so the reader never decodes them.
 //! - **A keep-mask** ([`PositionFilter`]): every other deleted row is dropped from the decoded
-//!   batches with one vectorised filter. The plan records exactly which positions the reader
-//!   emits, in order, so each batch's positions are known without a row-position column.
+//!   batches with one vectorised filter. The plan knows exactly which positions the reader
+//!   emits, in order, so it builds one bit per emitted row up front and each batch takes the
+//!   next slice of it — no row-position column, no per-row lookups while scanning.
 //!
 //! Scattered deletes (Spark's merge-on-read UPDATE of one row in ten) would otherwise make a
 //! row selection of one selector per deleted row, whose bookkeeping in the Parquet reader
@@ -21,7 +22,6 @@ use arrow::buffer::{BooleanBuffer, MutableBuffer};
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use roaring::RoaringTreemap;
-use roaring::treemap::IntoIter;
 
 /// Deleted runs at least this long are skipped by the reader; shorter ones are filtered.
 pub(crate) const MIN_SKIPPED_RUN: u64 = 4096;
@@ -33,148 +33,137 @@ pub(crate) struct PositionalPlan {
     pub(crate) access: ParquetAccessPlan,
     /// The file positions the reader emits under `access`, in order.
     pub(crate) emitted: Vec<Range<u64>>,
+    /// One bit per emitted row, in emission order: set when the row is live.
+    pub(crate) keep: BooleanBuffer,
     /// Deleted rows the reader skips (never decoded).
     pub(crate) skipped_deleted: u64,
 }
 
 /// Plans the read of a file whose row groups hold `row_group_rows` rows, of which the reader
 /// is to read those with `scan[i]` (the others are outside the task's byte range or pruned by
-/// statistics), `deleted` holding the file's deleted positions.
+/// statistics), `deleted` holding the file's deleted positions. One pass over the deleted
+/// positions of the scanned row groups.
 pub(crate) fn positional_plan(
     deleted: &RoaringTreemap,
     row_group_rows: &[u64],
     scan: &[bool],
 ) -> PositionalPlan {
+    let scanned = |index: usize| scan.get(index).copied().unwrap_or(true);
+    let capacity: u64 = row_group_rows
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| scanned(*i))
+        .map(|(_, rows)| rows)
+        .sum();
+    let mut keep = all_set(capacity as usize);
     let mut groups = Vec::with_capacity(row_group_rows.len());
     let mut emitted: Vec<Range<u64>> = Vec::new();
+    // Emitted rows so far (the keep-mask's length).
+    let mut emitted_rows = 0u64;
     let mut skipped_deleted = 0;
-    let mut emit = |range: Range<u64>| match emitted.last_mut() {
-        Some(last) if last.end == range.start => last.end = range.end,
-        _ => emitted.push(range),
+    let mut emit = |range: Range<u64>, emitted_rows: &mut u64| {
+        *emitted_rows += range.end - range.start;
+        match emitted.last_mut() {
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => emitted.push(range),
+        }
     };
     let mut start = 0u64;
     for (index, &rows) in row_group_rows.iter().enumerate() {
-        let end = start + rows;
-        let group_start = start;
+        let (group_start, end) = (start, start + rows);
         start = end;
-        if !scan.get(index).copied().unwrap_or(true) {
+        if !scanned(index) {
             groups.push(RowGroupAccess::Skip);
             continue;
         }
-        if rows == 0 {
-            groups.push(RowGroupAccess::Scan);
-            continue;
-        }
-        if deleted.range_cardinality(group_start..end) == rows {
+        if rows > 0 && deleted.range_cardinality(group_start..end) == rows {
             skipped_deleted += rows;
             groups.push(RowGroupAccess::Skip);
             continue;
         }
-        // Long deleted runs inside the group become skips.
+        // Walk the group's deleted runs: long ones become skips, short ones keep-mask holes.
         let mut selectors = Vec::new();
-        let mut cursor = group_start;
-        for run in deleted_runs(deleted, group_start..end) {
-            if run.end - run.start < MIN_SKIPPED_RUN {
-                continue;
+        // Start of the segment being emitted, and its row in the keep-mask.
+        let (mut cursor, mut cursor_row) = (group_start, emitted_rows);
+        let mut positions = deleted.iter();
+        positions.advance_to(group_start);
+        let mut positions = positions.take_while(|p| *p < end).peekable();
+        while let Some(first) = positions.next() {
+            let mut run_end = first + 1;
+            while positions.next_if_eq(&run_end).is_some() {
+                run_end += 1;
             }
-            if run.start > cursor {
-                selectors.push(RowSelector::select((run.start - cursor) as usize));
-                emit(cursor..run.start);
+            if run_end - first >= MIN_SKIPPED_RUN {
+                if first > cursor {
+                    selectors.push(RowSelector::select((first - cursor) as usize));
+                    emit(cursor..first, &mut emitted_rows);
+                }
+                selectors.push(RowSelector::skip((run_end - first) as usize));
+                skipped_deleted += run_end - first;
+                (cursor, cursor_row) = (run_end, emitted_rows);
+            } else {
+                for p in first..run_end {
+                    let row = cursor_row + (p - cursor);
+                    arrow::util::bit_util::unset_bit(keep.as_slice_mut(), row as usize);
+                }
             }
-            selectors.push(RowSelector::skip((run.end - run.start) as usize));
-            skipped_deleted += run.end - run.start;
-            cursor = run.end;
-        }
-        if selectors.is_empty() {
-            groups.push(RowGroupAccess::Scan);
-            emit(group_start..end);
-            continue;
         }
         if cursor < end {
-            selectors.push(RowSelector::select((end - cursor) as usize));
-            emit(cursor..end);
+            emit(cursor..end, &mut emitted_rows);
+            if !selectors.is_empty() {
+                selectors.push(RowSelector::select((end - cursor) as usize));
+            }
         }
-        groups.push(RowGroupAccess::Selection(RowSelection::from(selectors)));
+        groups.push(if selectors.is_empty() {
+            RowGroupAccess::Scan
+        } else {
+            RowGroupAccess::Selection(RowSelection::from(selectors))
+        });
     }
     PositionalPlan {
         access: ParquetAccessPlan::new(groups),
         emitted,
+        keep: BooleanBuffer::new(keep.into(), 0, emitted_rows as usize),
         skipped_deleted,
     }
 }
 
-/// Maximal runs of consecutive deleted positions within `range`.
-fn deleted_runs(deleted: &RoaringTreemap, range: Range<u64>) -> impl Iterator<Item = Range<u64>> {
-    let mut positions = deleted.iter();
-    positions.advance_to(range.start);
-    let mut positions = positions.take_while(move |p| *p < range.end).peekable();
-    std::iter::from_fn(move || {
-        let first = positions.next()?;
-        let mut end = first + 1;
-        while positions.next_if_eq(&end).is_some() {
-            end += 1;
-        }
-        Some(first..end)
-    })
-}
-
 /// Drops the deleted rows from the batches the reader emits for one file under a
-/// [`PositionalPlan`], batch by batch, in order.
+/// [`PositionalPlan`], batch by batch, in order: each batch takes the next slice of the plan's
+/// keep-mask.
+#[derive(Debug)]
 pub(crate) struct PositionFilter {
-    /// Emitted position ranges, consumed from the front.
-    emitted: std::vec::IntoIter<Range<u64>>,
-    current: Option<Range<u64>>,
-    /// Deleted positions, ascending, consumed as the scan passes them.
-    deleted: IntoIter,
-    next_deleted: Option<u64>,
+    keep: BooleanBuffer,
+    /// Rows of the keep-mask consumed.
+    offset: usize,
 }
 
 impl PositionFilter {
-    /// A filter for a file read under `plan`, whose deleted positions are `deleted`.
-    pub(crate) fn new(plan: &PositionalPlan, deleted: RoaringTreemap) -> Self {
-        let mut emitted = plan.emitted.clone().into_iter();
-        let current = emitted.next();
-        let mut deleted = deleted.into_iter();
-        let next_deleted = deleted.next();
+    /// A filter for a file read under `plan`.
+    pub(crate) fn new(plan: &PositionalPlan) -> Self {
         Self {
-            emitted,
-            current,
-            deleted,
-            next_deleted,
+            keep: plan.keep.clone(),
+            offset: 0,
         }
     }
 
     /// The keep-mask of the next `rows` emitted rows (`None`: keep them all).
     pub(crate) fn next_mask(&mut self, rows: usize) -> Option<BooleanBuffer> {
-        let mut mask: Option<MutableBuffer> = None;
-        let mut offset = 0usize;
-        while offset < rows {
-            let Some(range) = self.current.as_mut() else {
-                // The reader emitted more rows than planned: nothing left to delete.
-                break;
-            };
-            let take = (range.end - range.start).min((rows - offset) as u64);
-            let (start, end) = (range.start, range.start + take);
-            // Deleted positions in [start, end).
-            // (Positions the reader skipped: whole row groups, long runs.)
-            while self.next_deleted.is_some_and(|p| p < start) {
-                self.next_deleted = self.deleted.next();
-            }
-            while let Some(p) = self.next_deleted.filter(|p| *p < end) {
-                let bits = mask.get_or_insert_with(|| all_set(rows));
-                arrow::util::bit_util::unset_bit(
-                    bits.as_slice_mut(),
-                    offset + (p - start) as usize,
-                );
-                self.next_deleted = self.deleted.next();
-            }
-            offset += take as usize;
-            range.start = end;
-            if range.start == range.end {
-                self.current = self.emitted.next();
-            }
+        let start = self.offset.min(self.keep.len());
+        // Rows past the plan (the reader emitted more than planned) have no deletes.
+        let len = rows.min(self.keep.len() - start);
+        self.offset += rows;
+        let planned = self.keep.slice(start, len);
+        if planned.count_set_bits() == len {
+            return None;
         }
-        mask.map(|bits| BooleanBuffer::new(bits.into(), 0, rows))
+        if len == rows {
+            return Some(planned);
+        }
+        let mut mask = arrow::array::BooleanBufferBuilder::new(rows);
+        mask.append_buffer(&planned);
+        mask.append_n(rows - len, true);
+        Some(mask.finish())
     }
 
     /// `batch` without its deleted rows; the number of rows removed.
@@ -200,15 +189,6 @@ impl PositionFilter {
     }
 }
 
-impl std::fmt::Debug for PositionFilter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PositionFilter")
-            .field("current", &self.current)
-            .field("next_deleted", &self.next_deleted)
-            .finish_non_exhaustive()
-    }
-}
-
 /// A buffer of `bits` set bits.
 fn all_set(bits: usize) -> MutableBuffer {
     let mut buffer = MutableBuffer::new_null(bits);
@@ -226,18 +206,14 @@ mod tests {
     use super::*;
 
     /// Reads `plan` the way the Parquet reader does: the emitted positions, in batches.
-    fn read(
-        plan: &PositionalPlan,
-        deleted: &RoaringTreemap,
-        batch_rows: usize,
-    ) -> (Vec<i64>, usize) {
+    fn read(plan: &PositionalPlan, batch_rows: usize) -> (Vec<i64>, usize) {
         let positions: Vec<i64> = plan
             .emitted
             .iter()
             .flat_map(|r| r.clone())
             .map(|p| p as i64)
             .collect();
-        let mut filter = PositionFilter::new(plan, deleted.clone());
+        let mut filter = PositionFilter::new(plan);
         let mut out = Vec::new();
         let mut removed = 0;
         for chunk in positions.chunks(batch_rows) {
@@ -257,7 +233,7 @@ mod tests {
     fn check(deleted: &[u64], row_groups: &[u64], scan: &[bool], batch_rows: usize) {
         let deleted: RoaringTreemap = deleted.iter().copied().collect();
         let plan = positional_plan(&deleted, row_groups, scan);
-        let (kept, _) = read(&plan, &deleted, batch_rows);
+        let (kept, _) = read(&plan, batch_rows);
         let mut expected = Vec::new();
         let mut start = 0u64;
         for (i, rows) in row_groups.iter().enumerate() {
@@ -332,7 +308,7 @@ mod tests {
     fn batches_without_deletes_pass_through_untouched() {
         let deleted: RoaringTreemap = [500u64].into_iter().collect();
         let plan = positional_plan(&deleted, &[1000], &[true]);
-        let mut filter = PositionFilter::new(&plan, deleted);
+        let mut filter = PositionFilter::new(&plan);
         assert!(filter.next_mask(500).is_none());
         let mask = filter.next_mask(10).unwrap();
         assert_eq!(mask.count_set_bits(), 9);
@@ -344,7 +320,7 @@ mod tests {
     fn batches_without_columns_keep_their_row_count() {
         let deleted: RoaringTreemap = (0..100u64).filter(|p| p % 4 == 0).collect();
         let plan = positional_plan(&deleted, &[100], &[true]);
-        let mut filter = PositionFilter::new(&plan, deleted);
+        let mut filter = PositionFilter::new(&plan);
         let empty = RecordBatch::try_new_with_options(
             Arc::new(arrow::datatypes::Schema::empty()),
             vec![],

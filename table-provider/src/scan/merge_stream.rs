@@ -203,7 +203,7 @@ async fn open_run(
     let mut file = file;
     file.range = None;
     file.extensions = Some(Arc::new(plan.access.clone()));
-    let mut filter = PositionFilter::new(&plan, deleted);
+    let mut filter = PositionFilter::new(&plan);
     let stream = scan(&spec.unfiltered, vec![file], ctx)?;
     Ok(stream
         .map(move |batch| {

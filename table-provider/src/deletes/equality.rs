@@ -2,9 +2,11 @@
 //! batch.
 //!
 //! Only the equality columns are read from delete files (their other columns, often wide
-//! payloads, never are). A single integer key is kept as a `HashSet<i64>` (8 bytes a key plus
-//! the table's control bytes); any other key as arrow row-format bytes in one arena with a
-//! hash table of offsets. Nulls compare equal to nulls, as the spec says. Key columns are
+//! payloads, never are). A single integer key is kept as a bitset over the keys' range when
+//! the keys are dense enough for it to be no larger than a hash set (ids, sequence numbers:
+//! one bit a value in range, probed without hashing), else as a `HashSet<i64>` (8 bytes a key
+//! plus the table's control bytes); any other key as arrow row-format bytes in one arena with
+//! a hash table of offsets. Nulls compare equal to nulls, as the spec says. Key columns are
 //! first cast to a canonical type (int→long, float→double, any decimal to 38 digits, strings
 //! and binaries to one width) so that promoted columns still match.
 
@@ -113,10 +115,7 @@ pub(crate) async fn read_equality_keys(
 #[derive(Debug)]
 pub(crate) enum EqualityDeleteSet {
     /// One integer key column.
-    Long {
-        keys: HashSet<i64>,
-        null_deleted: bool,
-    },
+    Long { keys: LongKeys, null_deleted: bool },
     /// Any other key: row-format bytes.
     Rows {
         converter: RowConverter,
@@ -127,29 +126,104 @@ pub(crate) enum EqualityDeleteSet {
     },
 }
 
+/// A set of 64-bit integer keys.
+#[derive(Debug)]
+pub(crate) enum LongKeys {
+    /// Keys spread thinly: a hash set.
+    Hashed(HashSet<i64>),
+    /// Keys dense in `min ..= min + span - 1`: bit `k - min` is set for each key `k`.
+    Dense { min: i64, span: u64, bits: Vec<u64> },
+}
+
+/// A bitset is chosen when it needs at most this many bits per key (16 bytes a key, about
+/// what a hash set of `i64` holds per key at its usual load).
+const DENSE_BITS_PER_KEY: u128 = 128;
+
+impl LongKeys {
+    /// The set of the non-null values of `columns`.
+    fn build(columns: &[&arrow::array::Int64Array]) -> Self {
+        let count: usize = columns.iter().map(|c| c.len() - c.null_count()).sum();
+        let min = columns.iter().filter_map(|c| arrow::compute::min(*c)).min();
+        let max = columns.iter().filter_map(|c| arrow::compute::max(*c)).max();
+        if let (Some(min), Some(max)) = (min, max) {
+            let span = (max as i128 - min as i128 + 1) as u128;
+            if span <= DENSE_BITS_PER_KEY * count as u128 {
+                let span = span as u64;
+                let mut bits = vec![0u64; span.div_ceil(64) as usize];
+                for column in columns {
+                    for k in column.iter().flatten() {
+                        let at = k.wrapping_sub(min) as u64;
+                        bits[(at >> 6) as usize] |= 1 << (at & 63);
+                    }
+                }
+                return LongKeys::Dense { min, span, bits };
+            }
+        }
+        let mut keys = HashSet::with_capacity(count);
+        for column in columns {
+            keys.extend(column.iter().flatten());
+        }
+        keys.shrink_to_fit();
+        LongKeys::Hashed(keys)
+    }
+
+    /// Distinct keys.
+    fn len(&self) -> usize {
+        match self {
+            LongKeys::Hashed(keys) => keys.len(),
+            LongKeys::Dense { bits, .. } => bits.iter().map(|w| w.count_ones() as usize).sum(),
+        }
+    }
+
+    /// Bytes held.
+    fn memory_size(&self) -> usize {
+        match self {
+            LongKeys::Hashed(keys) => keys.allocation_size(),
+            LongKeys::Dense { bits, .. } => bits.capacity() * std::mem::size_of::<u64>(),
+        }
+    }
+
+    /// Which of `values` are keys (`nulls`: rows that are null, answered `null_deleted`).
+    fn probe(
+        &self,
+        values: &[i64],
+        nulls: Option<&arrow::buffer::NullBuffer>,
+        null_deleted: bool,
+    ) -> BooleanBuffer {
+        let len = values.len();
+        let found = match self {
+            LongKeys::Hashed(keys) => {
+                BooleanBuffer::collect_bool(len, |i| keys.contains(&values[i]))
+            }
+            LongKeys::Dense { min, span, bits } => BooleanBuffer::collect_bool(len, |i| {
+                let at = values[i].wrapping_sub(*min) as u64;
+                at < *span && (bits[(at >> 6) as usize] >> (at & 63)) & 1 == 1
+            }),
+        };
+        match nulls {
+            None => found,
+            Some(nulls) if null_deleted => &found | &!nulls.inner(),
+            Some(nulls) => &found & nulls.inner(),
+        }
+    }
+}
+
 impl EqualityDeleteSet {
     /// Builds a set from key columns (canonical types, one `Vec` per delete file).
     pub(crate) fn build(files: &[Vec<ArrayRef>]) -> Result<Self> {
         let Some(first) = files.first() else {
             return Ok(EqualityDeleteSet::Long {
-                keys: HashSet::new(),
+                keys: LongKeys::Hashed(HashSet::new()),
                 null_deleted: false,
             });
         };
         if first.len() == 1 && first[0].data_type() == &DataType::Int64 {
-            let total: usize = files.iter().map(|f| f[0].len()).sum();
-            let mut keys = HashSet::with_capacity(total);
-            let mut null_deleted = false;
-            for file in files {
-                let column = file[0].as_primitive::<Int64Type>();
-                if column.null_count() > 0 {
-                    null_deleted = true;
-                    keys.extend(column.iter().flatten());
-                } else {
-                    keys.extend(column.values().iter().copied());
-                }
-            }
-            keys.shrink_to_fit();
+            let columns: Vec<&arrow::array::Int64Array> = files
+                .iter()
+                .map(|f| f[0].as_primitive::<Int64Type>())
+                .collect();
+            let null_deleted = columns.iter().any(|c| c.null_count() > 0);
+            let keys = LongKeys::build(&columns);
             return Ok(EqualityDeleteSet::Long { keys, null_deleted });
         }
         let fields = first
@@ -213,7 +287,7 @@ impl EqualityDeleteSet {
     /// Bytes held (for the memory pool and the benchmark).
     pub(crate) fn memory_size(&self) -> usize {
         match self {
-            EqualityDeleteSet::Long { keys, .. } => keys.allocation_size(),
+            EqualityDeleteSet::Long { keys, .. } => keys.memory_size(),
             EqualityDeleteSet::Rows {
                 arena,
                 offsets,
@@ -247,17 +321,8 @@ impl EqualityDeleteSet {
                         keys[0].data_type()
                     ))
                 })?;
-                let values = column.values();
-                match column.nulls().filter(|n| n.null_count() > 0) {
-                    None => BooleanBuffer::collect_bool(len, |i| set.contains(&values[i])),
-                    Some(nulls) => BooleanBuffer::collect_bool(len, |i| {
-                        if nulls.is_null(i) {
-                            *null_deleted
-                        } else {
-                            set.contains(&values[i])
-                        }
-                    }),
-                }
+                let nulls = column.nulls().filter(|n| n.null_count() > 0);
+                set.probe(column.values(), nulls, *null_deleted)
             }
             EqualityDeleteSet::Rows {
                 converter,
@@ -339,5 +404,61 @@ mod tests {
             ])),
         ];
         assert_eq!(probe(&set, data), vec![false, true, false, false, true]);
+    }
+
+    #[test]
+    fn long_keys_pick_a_bitset_when_dense_and_answer_like_a_hash_set() {
+        let probe_values: Vec<i64> = vec![
+            i64::MIN,
+            -5,
+            -1,
+            0,
+            1,
+            2,
+            3,
+            99,
+            100,
+            101,
+            1000,
+            1001,
+            5000,
+            i64::MAX,
+        ];
+        let cases: Vec<(Vec<Option<i64>>, bool)> = vec![
+            // Dense: 0..1000 step 2, and a null.
+            ((0..1000).step_by(2).map(Some).chain([None]).collect(), true),
+            // Negative and dense.
+            ((-5..=3).map(Some).collect(), true),
+            // Sparse: the extremes of the domain.
+            (vec![Some(i64::MIN), Some(0), Some(i64::MAX)], false),
+            (vec![Some(1), Some(1_000_000_000)], false),
+        ];
+        for (keys, dense) in cases {
+            let column = arrow::array::Int64Array::from(keys.clone());
+            let set = EqualityDeleteSet::build(&[vec![Arc::new(column) as ArrayRef]]).unwrap();
+            let EqualityDeleteSet::Long {
+                keys: long,
+                null_deleted,
+            } = &set
+            else {
+                panic!("expected a long set");
+            };
+            assert_eq!(matches!(long, LongKeys::Dense { .. }), dense, "{keys:?}");
+            assert_eq!(*null_deleted, keys.contains(&None));
+            let distinct: std::collections::HashSet<i64> = keys.iter().flatten().copied().collect();
+            assert_eq!(long.len(), distinct.len());
+            let mut probes: Vec<Option<i64>> = probe_values.iter().copied().map(Some).collect();
+            probes.push(None);
+            let got = set
+                .deleted(&[Arc::new(arrow::array::Int64Array::from(probes.clone())) as ArrayRef])
+                .unwrap();
+            for (i, p) in probes.iter().enumerate() {
+                let want = match p {
+                    Some(v) => distinct.contains(v),
+                    None => keys.contains(&None),
+                };
+                assert_eq!(got.value(i), want, "probe {p:?} in {keys:?}");
+            }
+        }
     }
 }

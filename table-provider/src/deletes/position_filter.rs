@@ -15,8 +15,6 @@
 //! row selection of one selector per deleted row, whose bookkeeping in the Parquet reader
 //! costs more than decoding the rows and filtering them.
 
-use std::ops::Range;
-
 use arrow::array::{BooleanArray, RecordBatch, RecordBatchOptions};
 use arrow::buffer::{BooleanBuffer, MutableBuffer};
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
@@ -31,8 +29,6 @@ pub(crate) const MIN_SKIPPED_RUN: u64 = 4096;
 pub(crate) struct PositionalPlan {
     /// Row groups and row selections to read.
     pub(crate) access: ParquetAccessPlan,
-    /// The file positions the reader emits under `access`, in order.
-    pub(crate) emitted: Vec<Range<u64>>,
     /// One bit per emitted row, in emission order: set when the row is live.
     pub(crate) keep: BooleanBuffer,
     /// Deleted rows the reader skips (never decoded).
@@ -57,17 +53,9 @@ pub(crate) fn positional_plan(
         .sum();
     let mut keep = all_set(capacity as usize);
     let mut groups = Vec::with_capacity(row_group_rows.len());
-    let mut emitted: Vec<Range<u64>> = Vec::new();
-    // Emitted rows so far (the keep-mask's length).
+    // Rows emitted so far (the keep-mask's length).
     let mut emitted_rows = 0u64;
     let mut skipped_deleted = 0;
-    let mut emit = |range: Range<u64>, emitted_rows: &mut u64| {
-        *emitted_rows += range.end - range.start;
-        match emitted.last_mut() {
-            Some(last) if last.end == range.start => last.end = range.end,
-            _ => emitted.push(range),
-        }
-    };
     let mut start = 0u64;
     for (index, &rows) in row_group_rows.iter().enumerate() {
         let (group_start, end) = (start, start + rows);
@@ -96,7 +84,7 @@ pub(crate) fn positional_plan(
             if run_end - first >= MIN_SKIPPED_RUN {
                 if first > cursor {
                     selectors.push(RowSelector::select((first - cursor) as usize));
-                    emit(cursor..first, &mut emitted_rows);
+                    emitted_rows += first - cursor;
                 }
                 selectors.push(RowSelector::skip((run_end - first) as usize));
                 skipped_deleted += run_end - first;
@@ -109,7 +97,7 @@ pub(crate) fn positional_plan(
             }
         }
         if cursor < end {
-            emit(cursor..end, &mut emitted_rows);
+            emitted_rows += end - cursor;
             if !selectors.is_empty() {
                 selectors.push(RowSelector::select((end - cursor) as usize));
             }
@@ -122,7 +110,6 @@ pub(crate) fn positional_plan(
     }
     PositionalPlan {
         access: ParquetAccessPlan::new(groups),
-        emitted,
         keep: BooleanBuffer::new(keep.into(), 0, emitted_rows as usize),
         skipped_deleted,
     }
@@ -205,14 +192,38 @@ mod tests {
 
     use super::*;
 
+    /// The positions the Parquet reader emits under `plan`'s access plan.
+    fn emitted(plan: &PositionalPlan, row_groups: &[u64]) -> Vec<i64> {
+        let mut out = Vec::new();
+        let mut start = 0u64;
+        for (access, rows) in plan.access.inner().iter().zip(row_groups) {
+            match access {
+                RowGroupAccess::Skip => {}
+                RowGroupAccess::Scan => out.extend(start..start + rows),
+                RowGroupAccess::Selection(selection) => {
+                    let mut at = start;
+                    for selector in selection.iter() {
+                        if !selector.skip {
+                            out.extend(at..at + selector.row_count as u64);
+                        }
+                        at += selector.row_count as u64;
+                    }
+                    assert_eq!(at, start + rows, "selection covers the row group");
+                }
+            }
+            start += rows;
+        }
+        out.into_iter().map(|p| p as i64).collect()
+    }
+
     /// Reads `plan` the way the Parquet reader does: the emitted positions, in batches.
-    fn read(plan: &PositionalPlan, batch_rows: usize) -> (Vec<i64>, usize) {
-        let positions: Vec<i64> = plan
-            .emitted
-            .iter()
-            .flat_map(|r| r.clone())
-            .map(|p| p as i64)
-            .collect();
+    fn read(plan: &PositionalPlan, row_groups: &[u64], batch_rows: usize) -> (Vec<i64>, usize) {
+        let positions = emitted(plan, row_groups);
+        assert_eq!(
+            positions.len(),
+            plan.keep.len(),
+            "one keep bit per emitted row"
+        );
         let mut filter = PositionFilter::new(plan);
         let mut out = Vec::new();
         let mut removed = 0;
@@ -233,7 +244,7 @@ mod tests {
     fn check(deleted: &[u64], row_groups: &[u64], scan: &[bool], batch_rows: usize) {
         let deleted: RoaringTreemap = deleted.iter().copied().collect();
         let plan = positional_plan(&deleted, row_groups, scan);
-        let (kept, _) = read(&plan, batch_rows);
+        let (kept, _) = read(&plan, row_groups, batch_rows);
         let mut expected = Vec::new();
         let mut start = 0u64;
         for (i, rows) in row_groups.iter().enumerate() {
@@ -261,7 +272,10 @@ mod tests {
                 .iter()
                 .all(|g| matches!(g, RowGroupAccess::Scan))
         );
-        assert_eq!(plan.emitted, vec![0..20_000]);
+        assert_eq!(
+            emitted(&plan, &[10_000, 10_000]),
+            (0..20_000).collect::<Vec<i64>>()
+        );
         for batch in [1, 7, 1000, 8192, 20_000] {
             check(&deleted, &[10_000, 10_000], &[true, true], batch);
         }
@@ -276,7 +290,11 @@ mod tests {
         let deleted_map: RoaringTreemap = deleted.iter().copied().collect();
         let plan = positional_plan(&deleted_map, &[10_000, 10_000, 10_000], &[true; 3]);
         assert_eq!(plan.skipped_deleted, 15_000);
-        assert_eq!(plan.emitted, vec![0..1000, 6000..10_000, 20_000..30_000]);
+        let want: Vec<i64> = (0..1000)
+            .chain(6000..10_000)
+            .chain(20_000..30_000)
+            .collect();
+        assert_eq!(emitted(&plan, &[10_000, 10_000, 10_000]), want);
         let groups = plan.access.inner();
         assert!(matches!(groups[1], RowGroupAccess::Skip));
         assert!(matches!(groups[2], RowGroupAccess::Scan));

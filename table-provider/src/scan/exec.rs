@@ -19,14 +19,19 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
+use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::TryStreamExt;
 
+use super::leaf_projection::{LeafProjectingReaderFactory, LeafProjection};
 use super::merge_stream::{MergeSpec, partition_stream};
 use crate::plan::PlanMetrics;
 
@@ -39,6 +44,8 @@ pub struct IcebergScanExec {
     plan_metrics: PlanMetrics,
     metrics: ExecutionPlanMetricsSet,
     merge: Option<MergeSpec>,
+    /// Struct columns narrowed to the fields the query accesses.
+    leaves: Option<Arc<LeafProjection>>,
     properties: Arc<PlanProperties>,
 }
 
@@ -99,6 +106,7 @@ impl IcebergScanExec {
             plan_metrics,
             metrics,
             merge,
+            leaves: None,
             properties,
         }
     }
@@ -117,6 +125,77 @@ impl IcebergScanExec {
     pub fn table(&self) -> &str {
         &self.table
     }
+
+    /// The struct narrowing applied to this scan, if any.
+    pub fn leaf_projection(&self) -> Option<&LeafProjection> {
+        self.leaves.as_deref()
+    }
+
+    /// This scan reading struct columns narrowed by `leaves`: its Parquet scans (the child and,
+    /// with positional deletes, the unfiltered one) get footers without the other leaves.
+    fn narrowed(&self, leaves: Arc<LeafProjection>) -> DFResult<Option<Self>> {
+        let Some(input) = narrow_parquet_scan(&self.input, &leaves)? else {
+            return Ok(None);
+        };
+        let merge = match &self.merge {
+            None => None,
+            Some(spec) => {
+                let unfiltered: Arc<dyn ExecutionPlan> =
+                    DataSourceExec::from_data_source(spec.unfiltered.as_ref().clone());
+                let Some(narrowed) = narrow_parquet_scan(&unfiltered, &leaves)? else {
+                    return Ok(None);
+                };
+                let Some(config) = file_scan_config(&narrowed) else {
+                    return Ok(None);
+                };
+                Some(MergeSpec {
+                    unfiltered: Arc::new(config.clone()),
+                    ..spec.clone()
+                })
+            }
+        };
+        let mut scan = Self::assemble(
+            input,
+            self.table.clone(),
+            self.snapshot_id,
+            self.plan_metrics.clone(),
+            self.metrics.clone(),
+            merge,
+        );
+        scan.leaves = Some(leaves);
+        Ok(Some(scan))
+    }
+}
+
+/// The file scan configuration of a DataSourceExec.
+fn file_scan_config(plan: &Arc<dyn ExecutionPlan>) -> Option<&FileScanConfig> {
+    plan.as_any()
+        .downcast_ref::<DataSourceExec>()?
+        .data_source()
+        .as_any()
+        .downcast_ref::<FileScanConfig>()
+}
+
+/// The Parquet scan `plan` with footers narrowed by `leaves` (`None`: not a Parquet scan).
+fn narrow_parquet_scan(
+    plan: &Arc<dyn ExecutionPlan>,
+    leaves: &Arc<LeafProjection>,
+) -> DFResult<Option<Arc<dyn ExecutionPlan>>> {
+    let Some(config) = file_scan_config(plan) else {
+        return Ok(None);
+    };
+    let Some(source) = config.file_source.as_any().downcast_ref::<ParquetSource>() else {
+        return Ok(None);
+    };
+    let Some(readers) = source.parquet_file_reader_factory() else {
+        return Ok(None);
+    };
+    let source = source.clone().with_parquet_file_reader_factory(Arc::new(
+        LeafProjectingReaderFactory::new(Arc::clone(readers), Arc::clone(leaves)),
+    ));
+    let mut config = config.clone();
+    config.file_source = Arc::new(source);
+    Ok(Some(DataSourceExec::from_data_source(config)))
 }
 
 /// Records planning counts as metrics of the scan node.
@@ -246,5 +325,32 @@ impl ExecutionPlan for IcebergScanExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+
+    /// Does not move the projection, but narrows the struct columns it only accesses fields
+    /// of (see `leaf_projection`), and stays below it.
+    fn try_swapping_with_projection(
+        &self,
+        projection: &ProjectionExec,
+    ) -> DFResult<Option<Arc<dyn ExecutionPlan>>> {
+        // Equality-delete keys are top-level columns; keep it simple there.
+        if self.leaves.is_some() || self.merge.as_ref().is_some_and(|m| m.merge.has_equality()) {
+            return Ok(None);
+        }
+        let predicate = file_scan_config(&self.input).and_then(|c| c.file_source.filter());
+        let mut uses: Vec<&Arc<dyn PhysicalExpr>> =
+            projection.expr().iter().map(|p| &p.expr).collect();
+        uses.extend(predicate.as_ref());
+        let Some(leaves) = LeafProjection::from_uses(&self.schema(), &uses) else {
+            return Ok(None);
+        };
+        let Some(scan) = self.narrowed(Arc::new(leaves))? else {
+            return Ok(None);
+        };
+        let exprs = projection.expr().to_vec();
+        Ok(Some(Arc::new(ProjectionExec::try_new(
+            exprs,
+            Arc::new(scan),
+        )?)))
     }
 }

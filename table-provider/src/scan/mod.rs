@@ -2,11 +2,13 @@
 //! wrapped by [`IcebergScanExec`].
 
 mod exec;
+mod leaf_projection;
 mod merge_stream;
 mod reader;
 mod schema_mapping;
 
 pub use exec::IcebergScanExec;
+pub use leaf_projection::{LeafProjectingReaderFactory, LeafProjection};
 pub use merge_stream::MergeSpec;
 pub use reader::NamedFileReaderFactory;
 pub use schema_mapping::{FieldIdAdapterFactory, FieldIdCastExpr, adapt_array};

@@ -508,6 +508,33 @@ def build_metrics_sorted(cat):
     return rec
 
 
+def build_struct_wide(cat):
+    inner = StructType(NestedField(6, "x", IntegerType()), NestedField(7, "y", StringType()))
+    schema = Schema(NestedField(1, "id", LongType()),
+                    NestedField(2, "s", StructType(NestedField(3, "a", LongType()), NestedField(4, "payload", StringType()),
+                                                   NestedField(5, "inner", inner))))
+    t = cat.create_table(f"{NAMESPACE}.struct_wide", schema=schema)
+    rec = Recorder(t, "Struct leaf projection: s struct<a long, payload string (200 random chars), inner struct<x int, "
+                      "y string>>; append 1: ids 0..2999, s null when id % 97 == 0, inner null when id % 13 == 0.")
+    rng = random.Random(11)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+    def row(i):
+        if i % 97 == 0:
+            return {"id": i, "s": None}
+        return {"id": i, "s": {"a": i * 3, "payload": "".join(rng.choice(alphabet) for _ in range(200)),
+                               "inner": None if i % 13 == 0 else {"x": i % 1000, "y": f"y{i}"}}}
+    rec.append(arrow(t, [row(i) for i in range(3000)]))
+    with t.update_schema() as u:
+        u.add_column(("s", "late"), LongType())
+        u.rename_column(("s", "a"), "alpha")
+    rec.notes.append(f"Schema {t.schema().schema_id}: + s.late long, s.a renamed s.alpha; append 2: ids 3000..3009 "
+                     "with late = id.")
+    rec.append(arrow(t, [{"id": i, "s": {"alpha": i * 3, "payload": "p", "inner": {"x": 1, "y": "z"}, "late": i}}
+                         for i in range(3000, 3010)]))
+    return rec
+
+
 def build_time_travel(cat):
     schema = Schema(NestedField(1, "id", LongType()), NestedField(2, "v", StringType()))
     t = cat.create_table(f"{NAMESPACE}.time_travel", schema=schema)
@@ -586,7 +613,7 @@ def main(argv):
     builders = [build_all_types, build_part_identity, build_part_bucket_long, build_part_bucket_string,
                 build_part_truncate_int, build_part_truncate_string, build_part_year, build_part_month,
                 build_part_day, build_part_hour, build_part_void, build_partition_evolution,
-                build_schema_evolution, build_metrics_sorted, build_time_travel,
+                build_schema_evolution, build_struct_wide, build_metrics_sorted, build_time_travel,
                 lambda c: build_name_mapped(c, out), build_empty_table]
     tables = []
     for build in builders:

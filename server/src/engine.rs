@@ -33,8 +33,8 @@ use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext, 
 use datafusion::execution::memory_pool::GreedyMemoryPool;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt};
-use petrel_table_provider::IcebergCatalogProvider;
 use petrel_table_provider::catalog::Catalog;
+use petrel_table_provider::{IcebergCatalogProvider, NarrowStructColumns};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
@@ -124,6 +124,7 @@ impl QueryEngine {
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
             .with_table_factories(HashMap::new())
             .with_table_functions(
                 datafusion::functions_table::all_default_table_functions()

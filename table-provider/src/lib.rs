@@ -48,6 +48,6 @@ pub use catalog::{
 pub use error::{Error, Result};
 pub use plan::{ManifestCache, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, ScanTask};
 pub use provider::IcebergTableProvider;
-pub use scan::{IcebergScanExec, LeafProjection};
+pub use scan::{IcebergScanExec, LeafProjection, NarrowStructColumns};
 pub use spec::SnapshotSelector;
 pub use time_travel::rewrite_time_travel;

@@ -131,6 +131,23 @@ impl IcebergScanExec {
         self.leaves.as_deref()
     }
 
+    /// This scan with its struct columns narrowed to the fields `uses` (expressions over its
+    /// output, all of its consumers' uses) and its own pushed filters access; `None` when no
+    /// struct column can be narrowed (or it already is).
+    pub(crate) fn narrowed_for(&self, uses: &[&Arc<dyn PhysicalExpr>]) -> DFResult<Option<Self>> {
+        // Equality-delete keys are top-level columns; keep it simple there.
+        if self.leaves.is_some() || self.merge.as_ref().is_some_and(|m| m.merge.has_equality()) {
+            return Ok(None);
+        }
+        let predicate = file_scan_config(&self.input).and_then(|c| c.file_source.filter());
+        let mut uses = uses.to_vec();
+        uses.extend(predicate.as_ref());
+        match LeafProjection::from_uses(&self.schema(), &uses) {
+            Some(leaves) => self.narrowed(Arc::new(leaves)),
+            None => Ok(None),
+        }
+    }
+
     /// This scan reading struct columns narrowed by `leaves`: its Parquet scans (the child and,
     /// with positional deletes, the unfiltered one) get footers without the other leaves.
     fn narrowed(&self, leaves: Arc<LeafProjection>) -> DFResult<Option<Self>> {
@@ -333,18 +350,8 @@ impl ExecutionPlan for IcebergScanExec {
         &self,
         projection: &ProjectionExec,
     ) -> DFResult<Option<Arc<dyn ExecutionPlan>>> {
-        // Equality-delete keys are top-level columns; keep it simple there.
-        if self.leaves.is_some() || self.merge.as_ref().is_some_and(|m| m.merge.has_equality()) {
-            return Ok(None);
-        }
-        let predicate = file_scan_config(&self.input).and_then(|c| c.file_source.filter());
-        let mut uses: Vec<&Arc<dyn PhysicalExpr>> =
-            projection.expr().iter().map(|p| &p.expr).collect();
-        uses.extend(predicate.as_ref());
-        let Some(leaves) = LeafProjection::from_uses(&self.schema(), &uses) else {
-            return Ok(None);
-        };
-        let Some(scan) = self.narrowed(Arc::new(leaves))? else {
+        let uses: Vec<&Arc<dyn PhysicalExpr>> = projection.expr().iter().map(|p| &p.expr).collect();
+        let Some(scan) = self.narrowed_for(&uses)? else {
             return Ok(None);
         };
         let exprs = projection.expr().to_vec();

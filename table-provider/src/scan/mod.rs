@@ -4,11 +4,13 @@
 mod exec;
 mod leaf_projection;
 mod merge_stream;
+mod narrow_rule;
 mod reader;
 mod schema_mapping;
 
 pub use exec::IcebergScanExec;
 pub use leaf_projection::{LeafProjectingReaderFactory, LeafProjection};
 pub use merge_stream::MergeSpec;
+pub use narrow_rule::NarrowStructColumns;
 pub use reader::NamedFileReaderFactory;
 pub use schema_mapping::{FieldIdAdapterFactory, FieldIdCastExpr, adapt_array};

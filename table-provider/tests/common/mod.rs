@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, TimeUnit};
+use datafusion::execution::SessionStateBuilder;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use petrel_table_provider::plan::PlanMetrics;
 use petrel_table_provider::{
-    Catalog, IcebergCatalogProvider, IcebergScanExec, rewrite_time_travel,
+    Catalog, IcebergCatalogProvider, IcebergScanExec, NarrowStructColumns, rewrite_time_travel,
 };
 use serde_json::{Value, json};
 
@@ -82,7 +83,12 @@ pub fn session(catalogs: Vec<(&str, Arc<dyn Catalog>)>) -> SessionContext {
     let config = SessionConfig::new()
         .with_target_partitions(4)
         .with_information_schema(true);
-    let ctx = SessionContext::new_with_config(config);
+    let state = SessionStateBuilder::new()
+        .with_config(config)
+        .with_default_features()
+        .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
+        .build();
+    let ctx = SessionContext::new_with_state(state);
     for (name, catalog) in catalogs {
         ctx.register_catalog(name, Arc::new(IcebergCatalogProvider::new(catalog)));
     }

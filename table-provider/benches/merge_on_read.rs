@@ -10,11 +10,11 @@
 //! - one position delete file per data file (every row whose position is a multiple of 10);
 //! - one equality delete file on `id` (every id ≡ 50 mod 100: 50,000 keys) whose rows also carry
 //!   a wide `s` payload (128 characters);
-//! - one equality delete file with 1,000,000 keys (id ≡ 1 mod 5) and the same wide payload, for
-//!   the memory measurement;
+//! - two equality delete files with 1,000,000 keys each and the same wide payload, for the
+//!   memory measurement: dense (id ≡ 1 mod 5) and sparse (1000·j + 1, 5,000 of them ids);
 //!
-//! then commits, by hand with the `iceberg` crate's manifest writers, four Hadoop-layout tables
-//! (`db.nodel`, `db.posdel`, `db.eqdel`, `db.eqmem`): snapshot 1 appends the data files, the
+//! then commits, by hand with the `iceberg` crate's manifest writers, five Hadoop-layout tables
+//! (`db.nodel`, `db.posdel`, `db.eqdel`, `db.eqmem`, `db.eqsparse`): snapshot 1 appends the data files, the
 //! delete tables have a snapshot 2 that adds their delete files.
 //!
 //! Before timing, every engine's answers are checked against values computed here: `count(*)`
@@ -22,8 +22,9 @@
 //! or answers wrongly on a version is not timed there; the summary says what it did.
 //!
 //! The memory of equality-delete sets is measured with a `MemoryPool` wrapper that records the
-//! peak reservation of the consumer `IcebergEqualityDeletes[...]` during
-//! `EXPLAIN ANALYZE SELECT count(*) FROM iceberg.db.eqmem` (1,000,000 deleted keys).
+//! peak reservation of the consumer `IcebergEqualityDeletes[...]` while running
+//! `SELECT count(*)` on `db.eqmem` (1,000,000 dense deleted keys: a bitset) and `db.eqsparse`
+//! (1,000,000 keys spread over 10^9 values: a hash set).
 //!
 //! After criterion's output, a table of medians over a fixed number of interleaved iterations,
 //! measured in this same process, gives the ratios.
@@ -63,7 +64,7 @@ use petrel_table_provider::{FileSystemCatalog, IcebergCatalogProvider};
 use tokio::runtime::Runtime;
 
 /// Bump when the generated data changes: the cache directory is keyed by it.
-const DATA_VERSION: &str = "mor-v1";
+const DATA_VERSION: &str = "mor-v2";
 const FILES: i64 = 5;
 const ROWS_PER_FILE: i64 = 1_000_000;
 const ROWS: i64 = FILES * ROWS_PER_FILE;
@@ -76,6 +77,10 @@ const EQ_REM: i64 = 50;
 /// The memory table's equality deletes remove ids ≡ 1 (mod 5): 1,000,000 keys.
 const MEM_MOD: i64 = 5;
 const MEM_REM: i64 = 1;
+/// The sparse memory table's equality deletes hold the keys j * SPARSE_STEP + 1 for j in
+/// 0..1,000,000 (spread over 10^9 values: a hash set, not a bitset); 5,000 of them are ids.
+const SPARSE_STEP: i64 = 1000;
+const SPARSE_KEYS: i64 = 1_000_000;
 /// Characters of the payload string carried by equality delete rows.
 const PAYLOAD_CHARS: usize = 128;
 /// Interleaved iterations behind each median of the summary table.
@@ -108,6 +113,7 @@ fn deleted(table: &str, id: i64) -> bool {
         "posdel" => (id % ROWS_PER_FILE) % POS_EVERY == 0,
         "eqdel" => id % EQ_MOD == EQ_REM,
         "eqmem" => id % MEM_MOD == MEM_REM,
+        "eqsparse" => id % SPARSE_STEP == 1,
         _ => false,
     }
 }
@@ -465,6 +471,10 @@ fn generate(rt: &Runtime) -> PathBuf {
         "eq-1m",
         (0..ROWS).filter(|id| deleted("eqmem", *id)).collect(),
     );
+    let eqsparse = eq_file(
+        "eq-1m-sparse",
+        (0..SPARSE_KEYS).map(|j| j * SPARSE_STEP + 1).collect(),
+    );
 
     rt.block_on(async {
         let meta = |name: &str| url(&root.join("meta").join(name));
@@ -484,6 +494,7 @@ fn generate(rt: &Runtime) -> PathBuf {
             ("posdel", pos_files),
             ("eqdel", vec![eq]),
             ("eqmem", vec![eqmem]),
+            ("eqsparse", vec![eqsparse]),
         ] {
             let manifest = write_manifest(
                 &io,
@@ -755,13 +766,13 @@ struct MemoryReport {
     payload_uncompressed: i64,
 }
 
-fn memory_report(rt: &Runtime, root: &Path) -> MemoryReport {
+fn memory_report(rt: &Runtime, root: &Path, table: &str, delete_file: &str) -> MemoryReport {
     let pool = Arc::new(PeakPool::default());
     let (metrics, count) = rt.block_on(async {
         let ctx = session(root, Some(Arc::clone(&pool) as Arc<dyn MemoryPool>)).await;
         // What EXPLAIN ANALYZE runs: execute the physical plan, then read its metrics.
         let plan = ctx
-            .sql("SELECT count(*) FROM iceberg.db.eqmem")
+            .sql(&format!("SELECT count(*) FROM iceberg.db.{table}"))
             .await
             .expect("sql")
             .create_physical_plan()
@@ -793,7 +804,7 @@ fn memory_report(rt: &Runtime, root: &Path) -> MemoryReport {
             .map(|v| (m.to_string(), v.to_string()))
     })
     .collect();
-    let delete_path = root.join("deletes/eq-1m.parquet");
+    let delete_path = root.join(format!("deletes/{delete_file}.parquet"));
     let reader = parquet::file::reader::SerializedFileReader::new(
         std::fs::File::open(&delete_path).expect("open"),
     )
@@ -806,7 +817,7 @@ fn memory_report(rt: &Runtime, root: &Path) -> MemoryReport {
     MemoryReport {
         keys,
         peak: pool.peak_of("IcebergEqualityDeletes"),
-        count_ok: count == expected("eqmem").0,
+        count_ok: count == expected(table).0,
         plan_metrics,
         delete_file_bytes: file_size(&delete_path),
         payload_uncompressed,
@@ -906,7 +917,16 @@ fn main() {
         s.sort();
         Some(s[s.len() / 2].as_secs_f64() * 1e3)
     };
-    let memory = memory_report(&rt, &root);
+    let memories = [
+        (
+            "db.eqmem, keys id ≡ 1 mod 5: dense",
+            memory_report(&rt, &root, "eqmem", "eq-1m"),
+        ),
+        (
+            "db.eqsparse, keys 1000·j + 1: sparse",
+            memory_report(&rt, &root, "eqsparse", "eq-1m-sparse"),
+        ),
+    ];
     // Where MOR time goes: the scan node's metrics for one run of each MOR version.
     let breakdown: Vec<(String, String)> = rt.block_on(async {
         let mut out = Vec::new();
@@ -975,30 +995,32 @@ fn main() {
         println!("- {table}: {metrics}");
     }
     println!();
-    let raw = memory.keys * 8;
-    println!(
-        "Equality-delete set memory (db.eqmem: {} deleted bigint keys, payload `s` of {PAYLOAD_CHARS} chars per delete row):",
-        memory.keys
-    );
-    println!(
-        "- peak reservation of IcebergEqualityDeletes[...]: {} bytes ({:.2} MB) = {:.2}× the raw {:.2} MB of keys; count(*) correct: {}",
-        memory.peak,
-        memory.peak as f64 / 1e6,
-        memory.peak as f64 / raw.max(1) as f64,
-        raw as f64 / 1e6,
-        memory.count_ok
-    );
-    println!(
-        "- delete file: {} bytes on disk, payload column {} bytes uncompressed",
-        memory.delete_file_bytes, memory.payload_uncompressed
-    );
-    println!(
-        "- scan metrics (as EXPLAIN ANALYZE shows them): {}",
-        memory
-            .plan_metrics
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    for (label, memory) in &memories {
+        let raw = memory.keys * 8;
+        println!(
+            "Equality-delete set memory ({label}: {} deleted bigint keys, payload `s` of {PAYLOAD_CHARS} chars per delete row):",
+            memory.keys
+        );
+        println!(
+            "- peak reservation of IcebergEqualityDeletes[...]: {} bytes ({:.2} MB) = {:.2}× the raw {:.2} MB of keys; count(*) correct: {}",
+            memory.peak,
+            memory.peak as f64 / 1e6,
+            memory.peak as f64 / raw.max(1) as f64,
+            raw as f64 / 1e6,
+            memory.count_ok
+        );
+        println!(
+            "- delete file: {} bytes on disk, payload column {} bytes uncompressed",
+            memory.delete_file_bytes, memory.payload_uncompressed
+        );
+        println!(
+            "- scan metrics (as EXPLAIN ANALYZE shows them): {}",
+            memory
+                .plan_metrics
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
 }

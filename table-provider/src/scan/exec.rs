@@ -327,15 +327,8 @@ impl ExecutionPlan for IcebergScanExec {
                 stream.map_err(with_table),
             )));
         };
-        let stream = partition_stream(
-            spec,
-            &self.input,
-            &self.table,
-            partition,
-            context,
-            &self.metrics,
-        )?
-        .map_err(with_table);
+        let stream = partition_stream(spec, &self.input, &self.table, partition, context)?
+            .map_err(with_table);
         let schema = Arc::clone(&spec.schema);
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
     }

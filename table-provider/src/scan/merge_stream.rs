@@ -79,7 +79,6 @@ pub(crate) fn partition_stream(
     table: &str,
     partition: usize,
     context: Arc<TaskContext>,
-    metrics: &ExecutionPlanMetricsSet,
 ) -> DFResult<BoxStream<'static, DFResult<RecordBatch>>> {
     let config = child
         .as_any()
@@ -112,7 +111,9 @@ pub(crate) fn partition_stream(
     }
 
     let filtered = Arc::new(config.clone());
-    let (spec_for_runs, ctx, metrics) = (spec.clone(), Arc::clone(&context), metrics.clone());
+    // Row-group pruning done here is counted with the Parquet scan's own metrics.
+    let metrics = spec.unfiltered.file_source.metrics().clone();
+    let (spec_for_runs, ctx) = (spec.clone(), Arc::clone(&context));
     let batches = futures::stream::iter(runs)
         .map(move |run| {
             let (spec, filtered, ctx, metrics) = (

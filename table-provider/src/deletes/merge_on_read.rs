@@ -26,6 +26,7 @@ use tokio::sync::OnceCell;
 
 use super::equality::{EqualityDeleteSet, canonical_type, read_equality_keys};
 use super::position::{read_deletion_vector, read_position_delete_file};
+use super::position_filter::DeletedPositions;
 use crate::error::{Error, Result};
 use crate::io::{TableIo, normalize_location};
 use crate::plan::{DeleteFileRef, DeleteKind};
@@ -89,8 +90,9 @@ impl DeleteMetrics {
 /// A positional delete source, loaded once per scan and shared by the data files it covers.
 #[derive(Debug)]
 enum PositionSource {
-    /// A position delete file: deleted positions by normalised data file path.
-    File(HashMap<String, RoaringTreemap>),
+    /// A position delete file: deleted positions (sorted, distinct) by normalised data file
+    /// path.
+    File(HashMap<String, Arc<[u64]>>),
     /// A deletion vector: the positions of its one data file.
     Vector(RoaringTreemap),
 }
@@ -192,7 +194,7 @@ impl MergeOnRead {
     /// The deleted positions of data file `index`: the union of its position delete files and
     /// deletion vectors, each source loaded once per scan (concurrent callers wait for the
     /// first). `None` when nothing is deleted.
-    pub(crate) async fn deleted_positions(&self, index: usize) -> Result<Option<RoaringTreemap>> {
+    pub(crate) async fn deleted_positions(&self, index: usize) -> Result<Option<DeletedPositions>> {
         let Some(file) = self.files.get(index) else {
             return Ok(None);
         };
@@ -213,18 +215,32 @@ impl MergeOnRead {
         .try_collect()
         .await?;
         let key = normalize_location(&file.path);
-        let mut bitmap = RoaringTreemap::new();
+        let mut sorted: Vec<&Arc<[u64]>> = Vec::new();
+        let mut vectors: Vec<&RoaringTreemap> = Vec::new();
         for source in &sources {
             match source.as_ref() {
                 PositionSource::File(by_path) => {
-                    if let Some(b) = by_path.get(&key) {
-                        bitmap |= b;
-                    }
+                    sorted.extend(by_path.get(&key).filter(|p| !p.is_empty()));
                 }
-                PositionSource::Vector(b) => bitmap |= b,
+                PositionSource::Vector(b) => vectors.extend((!b.is_empty()).then_some(b)),
             }
         }
-        Ok((!bitmap.is_empty()).then_some(bitmap))
+        Ok(match (sorted.as_slice(), vectors.as_slice()) {
+            ([], []) => None,
+            // The usual case: one position delete file, shared as it is.
+            ([only], []) => Some(DeletedPositions::Sorted(Arc::clone(only))),
+            _ => {
+                let mut bitmap = RoaringTreemap::new();
+                for positions in sorted {
+                    bitmap |= RoaringTreemap::from_sorted_iter(positions.iter().copied())
+                        .unwrap_or_else(|_| positions.iter().copied().collect());
+                }
+                for b in vectors {
+                    bitmap |= b;
+                }
+                Some(DeletedPositions::Bitmap(bitmap))
+            }
+        })
     }
 
     /// Reads one positional source.

@@ -29,15 +29,15 @@ const POS_ID: &str = "2147483545";
 /// Magic bytes of a `deletion-vector-v1` blob.
 const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
 
-/// Reads a position delete file: deleted positions by (normalised) data file path, and the
-/// bytes of column chunks fetched. Only the `file_path` and `pos` column chunks are fetched
+/// Reads a position delete file: deleted positions (sorted, distinct) by (normalised) data
+/// file path, and the bytes of column chunks fetched. Only the `file_path` and `pos` column chunks are fetched
 /// (never the optional `row` payload).
 pub(crate) async fn read_position_delete_file(
     io: &TableIo,
     table: &str,
     path: &str,
     file_size: u64,
-) -> Result<(HashMap<String, RoaringTreemap>, u64)> {
+) -> Result<(HashMap<String, Arc<[u64]>>, u64)> {
     let corrupt =
         |e: &dyn std::fmt::Display| Error::corrupt(table, "position delete file", path, e);
     let (store, _, object) = io.resolve(path)?;
@@ -94,7 +94,7 @@ pub(crate) async fn read_position_delete_file(
         .with_projection(mask)
         .build()
         .map_err(|e| corrupt(&e))?;
-    let mut out: HashMap<String, RoaringTreemap> = HashMap::new();
+    let mut out: HashMap<String, Vec<u64>> = HashMap::new();
     while let Some(batch) = stream.try_next().await.map_err(|e| corrupt(&e))? {
         let positions = batch.column(pos_out);
         if positions.data_type() != &DataType::Int64 {
@@ -113,11 +113,9 @@ pub(crate) async fn read_position_delete_file(
             return Err(corrupt(&format!("negative position {negative}")));
         }
         let mut insert = |data_file: &str, run: &[i64]| {
-            let bitmap = out.entry(normalize_location(data_file)).or_default();
-            let run = run.iter().map(|p| *p as u64);
-            if bitmap.append(run.clone()).is_err() {
-                bitmap.extend(run);
-            }
+            out.entry(normalize_location(data_file))
+                .or_default()
+                .extend(run.iter().map(|p| *p as u64));
         };
         // Rows are sorted by file_path: insert each run of one file's positions at once.
         if let Some(dict) = paths.as_dictionary_opt::<Int32Type>() {
@@ -149,6 +147,17 @@ pub(crate) async fn read_position_delete_file(
             }
         }
     }
+    // The spec has writers sort by (file_path, pos); do not rely on it.
+    let out = out
+        .into_iter()
+        .map(|(path, mut positions)| {
+            if !positions.is_sorted() {
+                positions.sort_unstable();
+            }
+            positions.dedup();
+            (path, Arc::from(positions))
+        })
+        .collect();
     Ok((out, fetched))
 }
 

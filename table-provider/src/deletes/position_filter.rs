@@ -15,6 +15,9 @@
 //! row selection of one selector per deleted row, whose bookkeeping in the Parquet reader
 //! costs more than decoding the rows and filtering them.
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use arrow::array::{BooleanArray, RecordBatch, RecordBatchOptions};
 use arrow::buffer::{BooleanBuffer, MutableBuffer};
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
@@ -23,6 +26,37 @@ use roaring::RoaringTreemap;
 
 /// Deleted runs at least this long are skipped by the reader; shorter ones are filtered.
 pub(crate) const MIN_SKIPPED_RUN: u64 = 4096;
+
+/// The deleted positions of one data file.
+#[derive(Debug, Clone)]
+pub(crate) enum DeletedPositions {
+    /// Sorted, distinct positions: one position delete file's entries for the file, shared
+    /// with every reader of it.
+    Sorted(Arc<[u64]>),
+    /// Several sources (or a deletion vector) folded together.
+    Bitmap(RoaringTreemap),
+}
+
+impl DeletedPositions {
+    /// The deleted positions within `range`, ascending (`buffer` holds them when they are not
+    /// stored as a slice).
+    fn within<'a>(&'a self, range: Range<u64>, buffer: &'a mut Vec<u64>) -> &'a [u64] {
+        match self {
+            DeletedPositions::Sorted(positions) => {
+                let from = positions.partition_point(|p| *p < range.start);
+                let to = from + positions[from..].partition_point(|p| *p < range.end);
+                &positions[from..to]
+            }
+            DeletedPositions::Bitmap(bitmap) => {
+                buffer.clear();
+                let mut positions = bitmap.iter();
+                positions.advance_to(range.start);
+                buffer.extend(positions.take_while(|p| *p < range.end));
+                buffer
+            }
+        }
+    }
+}
 
 /// How the reader is to read one data file with positional deletes.
 #[derive(Debug)]
@@ -40,7 +74,7 @@ pub(crate) struct PositionalPlan {
 /// statistics), `deleted` holding the file's deleted positions. One pass over the deleted
 /// positions of the scanned row groups.
 pub(crate) fn positional_plan(
-    deleted: &RoaringTreemap,
+    deleted: &DeletedPositions,
     row_group_rows: &[u64],
     scan: &[bool],
 ) -> PositionalPlan {
@@ -56,6 +90,7 @@ pub(crate) fn positional_plan(
     // Rows emitted so far (the keep-mask's length).
     let mut emitted_rows = 0u64;
     let mut skipped_deleted = 0;
+    let mut buffer = Vec::new();
     let mut start = 0u64;
     for (index, &rows) in row_group_rows.iter().enumerate() {
         let (group_start, end) = (start, start + rows);
@@ -64,7 +99,8 @@ pub(crate) fn positional_plan(
             groups.push(RowGroupAccess::Skip);
             continue;
         }
-        if rows > 0 && deleted.range_cardinality(group_start..end) == rows {
+        let positions = deleted.within(group_start..end, &mut buffer);
+        if rows > 0 && positions.len() as u64 == rows {
             skipped_deleted += rows;
             groups.push(RowGroupAccess::Skip);
             continue;
@@ -73,26 +109,27 @@ pub(crate) fn positional_plan(
         let mut selectors = Vec::new();
         // Start of the segment being emitted, and its row in the keep-mask.
         let (mut cursor, mut cursor_row) = (group_start, emitted_rows);
-        let mut positions = deleted.iter();
-        positions.advance_to(group_start);
-        let mut positions = positions.take_while(|p| *p < end).peekable();
-        while let Some(first) = positions.next() {
-            let mut run_end = first + 1;
-            while positions.next_if_eq(&run_end).is_some() {
-                run_end += 1;
+        let mut at = 0;
+        while at < positions.len() {
+            let first = positions[at];
+            let mut run = 1;
+            while at + run < positions.len() && positions[at + run] == first + run as u64 {
+                run += 1;
             }
-            if run_end - first >= MIN_SKIPPED_RUN {
+            at += run;
+            let run_end = first + run as u64;
+            if run as u64 >= MIN_SKIPPED_RUN {
                 if first > cursor {
                     selectors.push(RowSelector::select((first - cursor) as usize));
                     emitted_rows += first - cursor;
                 }
-                selectors.push(RowSelector::skip((run_end - first) as usize));
-                skipped_deleted += run_end - first;
+                selectors.push(RowSelector::skip(run));
+                skipped_deleted += run as u64;
                 (cursor, cursor_row) = (run_end, emitted_rows);
             } else {
+                let bits = keep.as_slice_mut();
                 for p in first..run_end {
-                    let row = cursor_row + (p - cursor);
-                    arrow::util::bit_util::unset_bit(keep.as_slice_mut(), row as usize);
+                    arrow::util::bit_util::unset_bit(bits, (cursor_row + (p - cursor)) as usize);
                 }
             }
         }
@@ -241,30 +278,40 @@ mod tests {
         (out, removed)
     }
 
+    /// `positions` (ascending) in both representations.
+    fn both(positions: &[u64]) -> [DeletedPositions; 2] {
+        [
+            DeletedPositions::Sorted(Arc::from(positions.to_vec())),
+            DeletedPositions::Bitmap(positions.iter().copied().collect()),
+        ]
+    }
+
     fn check(deleted: &[u64], row_groups: &[u64], scan: &[bool], batch_rows: usize) {
-        let deleted: RoaringTreemap = deleted.iter().copied().collect();
-        let plan = positional_plan(&deleted, row_groups, scan);
-        let (kept, _) = read(&plan, row_groups, batch_rows);
         let mut expected = Vec::new();
         let mut start = 0u64;
         for (i, rows) in row_groups.iter().enumerate() {
             if scan.get(i).copied().unwrap_or(true) {
-                expected.extend((start..start + rows).filter(|p| !deleted.contains(*p)));
+                expected
+                    .extend((start..start + rows).filter(|p| deleted.binary_search(p).is_err()));
             }
             start += rows;
         }
         let expected: Vec<i64> = expected.into_iter().map(|p| p as i64).collect();
-        assert_eq!(
-            kept, expected,
-            "row groups {row_groups:?}, batch {batch_rows}"
-        );
+        for positions in both(deleted) {
+            let plan = positional_plan(&positions, row_groups, scan);
+            let (kept, _) = read(&plan, row_groups, batch_rows);
+            assert_eq!(
+                kept, expected,
+                "row groups {row_groups:?}, batch {batch_rows}, {positions:?}"
+            );
+        }
     }
 
     #[test]
     fn scattered_deletes_are_filtered_not_selected() {
         let deleted: Vec<u64> = (0..20_000).filter(|p| p % 10 == 0).collect();
-        let deleted_map: RoaringTreemap = deleted.iter().copied().collect();
-        let plan = positional_plan(&deleted_map, &[10_000, 10_000], &[true, true]);
+        let [sorted, _] = both(&deleted);
+        let plan = positional_plan(&sorted, &[10_000, 10_000], &[true, true]);
         assert_eq!(plan.skipped_deleted, 0);
         assert!(
             plan.access
@@ -287,8 +334,9 @@ mod tests {
         let mut deleted: Vec<u64> = (1000..6000).collect();
         deleted.extend(10_000..20_000);
         deleted.extend([3, 7, 9_999, 20_001, 25_000]);
-        let deleted_map: RoaringTreemap = deleted.iter().copied().collect();
-        let plan = positional_plan(&deleted_map, &[10_000, 10_000, 10_000], &[true; 3]);
+        deleted.sort_unstable();
+        let [_, bitmap] = both(&deleted);
+        let plan = positional_plan(&bitmap, &[10_000, 10_000, 10_000], &[true; 3]);
         assert_eq!(plan.skipped_deleted, 15_000);
         let want: Vec<i64> = (0..1000)
             .chain(6000..10_000)
@@ -324,7 +372,7 @@ mod tests {
 
     #[test]
     fn batches_without_deletes_pass_through_untouched() {
-        let deleted: RoaringTreemap = [500u64].into_iter().collect();
+        let [deleted, _] = both(&[500]);
         let plan = positional_plan(&deleted, &[1000], &[true]);
         let mut filter = PositionFilter::new(&plan);
         assert!(filter.next_mask(500).is_none());
@@ -336,7 +384,8 @@ mod tests {
 
     #[test]
     fn batches_without_columns_keep_their_row_count() {
-        let deleted: RoaringTreemap = (0..100u64).filter(|p| p % 4 == 0).collect();
+        let positions: Vec<u64> = (0..100u64).filter(|p| p % 4 == 0).collect();
+        let [_, deleted] = both(&positions);
         let plan = positional_plan(&deleted, &[100], &[true]);
         let mut filter = PositionFilter::new(&plan);
         let empty = RecordBatch::try_new_with_options(

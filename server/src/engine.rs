@@ -40,6 +40,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
 
 use crate::error::df_status;
+use crate::plan_cache::PlanCache;
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
 use crate::sql_text::{normalize_sql, order_placeholders};
 use crate::tickets::ipc_to_batches;
@@ -87,6 +88,8 @@ pub struct QueryEngine {
     permits: Arc<Semaphore>,
     running: Arc<Mutex<HashMap<Bytes, CancellationToken>>>,
     cancelled: Mutex<VecDeque<(Bytes, Instant)>>,
+    /// Statements planned by GetFlightInfo, waiting for their DoGet.
+    planned: PlanCache,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -150,6 +153,7 @@ impl QueryEngine {
             permits,
             running: Arc::new(Mutex::new(HashMap::new())),
             cancelled: Mutex::new(VecDeque::new()),
+            planned: PlanCache::default(),
         }
     }
 
@@ -217,6 +221,11 @@ impl QueryEngine {
             .map_err(df_status)
     }
 
+    /// Keeps the plan of `ticket`'s statement for its DoGet (see `plan_cache`).
+    pub fn keep_plan(&self, ticket: &StatementTicket, planned: Planned) {
+        self.planned.insert(ticket, planned);
+    }
+
     /// Plans `sql` and binds one row of `params` (if given); returns the frame and the schema
     /// the client will see.
     pub async fn plan(
@@ -267,7 +276,10 @@ impl QueryEngine {
         let rows = param_rows(&ticket.parameters)?;
         let token = CancellationToken::new();
         let (schema, stream): (SchemaRef, BoxStream<'static, _>) = if rows.is_empty() {
-            let planned = self.plan(&ticket.sql, &session, None).await?;
+            let planned = match self.planned.take(&ticket) {
+                Some(planned) => planned,
+                None => self.plan(&ticket.sql, &session, None).await?,
+            };
             let stream = planned.frame.execute_stream().await.map_err(df_status)?;
             (planned.schema, stream.map(|r| r.map_err(df_status)).boxed())
         } else {

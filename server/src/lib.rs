@@ -36,6 +36,7 @@ pub mod engine;
 pub mod error;
 pub mod flight_sql;
 mod locks;
+mod plan_cache;
 pub mod server;
 pub mod session;
 pub mod sql_text;

@@ -1,5 +1,6 @@
 //! Statement queries: `CommandStatementQuery` is planned in GetFlightInfo (so the client gets
-//! the result schema and errors early) and executed in DoGet from a self-contained ticket.
+//! the result schema and errors early) and executed in DoGet from a self-contained ticket (the
+//! plan itself is kept briefly for that DoGet: `plan_cache`).
 //! Batches stream as DataFusion produces them; tonic's HTTP/2 flow control is the
 //! backpressure, and nothing is collected.
 
@@ -53,6 +54,7 @@ pub(crate) async fn plan_statement(
     }
     let ticket = statement_ticket(sql, session, Default::default());
     let info = flight_info(&planned.schema, to_flight_ticket(&ticket), descriptor)?;
+    engine.keep_plan(&ticket, planned);
     Ok((info, ticket))
 }
 

@@ -1,0 +1,147 @@
+//! Statements planned in GetFlightInfo, kept briefly for the DoGet that follows.
+//!
+//! A Flight SQL query is two calls: GetFlightInfo plans the statement (to answer its schema and
+//! fail early), DoGet runs the ticket. Tickets stay self-contained — any server can run one by
+//! planning it again — but the server that just planned a statement keeps the plan under the
+//! ticket's random query id for a short while, so the usual DoGet skips parsing, catalog
+//! lookups and logical planning, and reads the table version the announced schema came from.
+//! An entry is used once (a second DoGet of the same ticket plans again), must match the
+//! ticket's SQL and session exactly, and expires after [`PLAN_TTL`]; at most
+//! [`PLAN_CAPACITY`] are kept.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::engine::Planned;
+use crate::locks::lock;
+use crate::proto::petrel::StatementTicket;
+
+/// How long a plan waits for its DoGet.
+pub(crate) const PLAN_TTL: Duration = Duration::from_secs(30);
+/// Plans kept at most (the oldest go first).
+pub(crate) const PLAN_CAPACITY: usize = 256;
+
+struct Entry {
+    ticket: StatementTicket,
+    planned: Planned,
+    at: Instant,
+}
+
+/// The recently planned statements, by ticket.
+#[derive(Default)]
+pub(crate) struct PlanCache {
+    entries: Mutex<VecDeque<Entry>>,
+}
+
+impl std::fmt::Debug for PlanCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlanCache")
+            .field("entries", &lock(&self.entries).len())
+            .finish()
+    }
+}
+
+impl PlanCache {
+    /// Keeps `planned` for the DoGet of `ticket` (tickets without parameters only).
+    pub(crate) fn insert(&self, ticket: &StatementTicket, planned: Planned) {
+        if ticket.query_id.is_empty() || !ticket.parameters.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut entries = lock(&self.entries);
+        entries.retain(|e| now.duration_since(e.at) < PLAN_TTL);
+        while entries.len() >= PLAN_CAPACITY {
+            entries.pop_front();
+        }
+        entries.push_back(Entry {
+            ticket: ticket.clone(),
+            planned,
+            at: now,
+        });
+    }
+
+    /// The plan kept for exactly `ticket`, removed; `None` when there is none (or it expired).
+    pub(crate) fn take(&self, ticket: &StatementTicket) -> Option<Planned> {
+        if ticket.query_id.is_empty() {
+            return None;
+        }
+        let mut entries = lock(&self.entries);
+        let at = entries
+            .iter()
+            .position(|e| e.ticket.query_id == ticket.query_id)?;
+        let entry = entries.remove(at)?;
+        (entry.ticket == *ticket && entry.at.elapsed() < PLAN_TTL).then_some(entry.planned)
+    }
+
+    /// Plans kept now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.entries).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use datafusion::prelude::SessionContext;
+
+    use super::*;
+
+    async fn planned(sql: &str) -> Planned {
+        let frame = SessionContext::new().sql(sql).await.unwrap();
+        let schema = Arc::new(frame.schema().as_arrow().clone());
+        Planned { frame, schema }
+    }
+
+    fn ticket(id: &'static [u8], sql: &str) -> StatementTicket {
+        StatementTicket {
+            sql: sql.to_string(),
+            query_id: Bytes::from_static(id),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plan_serves_its_own_ticket_once() {
+        let cache = PlanCache::default();
+        let t = ticket(b"q1", "SELECT 1");
+        cache.insert(&t, planned("SELECT 1").await);
+        assert_eq!(cache.len(), 1);
+        assert!(cache.take(&t).is_some());
+        assert!(cache.take(&t).is_none(), "used once");
+    }
+
+    #[tokio::test]
+    async fn a_ticket_with_other_sql_or_parameters_is_planned_again() {
+        let cache = PlanCache::default();
+        cache.insert(&ticket(b"q2", "SELECT 1"), planned("SELECT 1").await);
+        // Same query id, different SQL (a forged or corrupted ticket): not served, dropped.
+        assert!(cache.take(&ticket(b"q2", "SELECT 2")).is_none());
+        assert_eq!(cache.len(), 0);
+        let mut with_params = ticket(b"q3", "SELECT $1");
+        with_params.parameters = Bytes::from_static(b"rows");
+        cache.insert(&with_params, planned("SELECT 1").await);
+        assert_eq!(cache.len(), 0, "tickets with parameters are not kept");
+    }
+
+    #[tokio::test]
+    async fn capacity_is_bounded() {
+        let cache = PlanCache::default();
+        let plan = planned("SELECT 1").await;
+        for i in 0..PLAN_CAPACITY + 10 {
+            let mut t = ticket(b"", "SELECT 1");
+            t.query_id = Bytes::from(i.to_string());
+            cache.insert(
+                &t,
+                Planned {
+                    frame: plan.frame.clone(),
+                    schema: Arc::clone(&plan.schema),
+                },
+            );
+        }
+        assert_eq!(cache.len(), PLAN_CAPACITY);
+    }
+}

@@ -1,6 +1,6 @@
 //! Merge-on-read state of one scan: the delete files its tasks need, each loaded at most once
 //! and shared by every partition — a data file's position deletes and deletion vectors are
-//! loaded when that file is about to be read (one bitmap per data file), the equality-delete
+//! loaded when that file is about to be read (one set of positions per data file), the equality-delete
 //! sets once per scan (memory reserved in DataFusion's pool) — and the equality filter applied
 //! to batches. `scan::merge_stream` drives it.
 
@@ -21,6 +21,7 @@ use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::physical_plan::metrics::{Count, ExecutionPlanMetricsSet, MetricBuilder, Time};
 use futures::{StreamExt, TryStreamExt};
+use parquet::file::metadata::ParquetMetaData;
 use roaring::RoaringTreemap;
 use tokio::sync::OnceCell;
 
@@ -30,7 +31,6 @@ use super::position_filter::DeletedPositions;
 use crate::error::{Error, Result};
 use crate::io::{TableIo, normalize_location};
 use crate::plan::{DeleteFileRef, DeleteKind};
-use parquet::file::metadata::ParquetMetaData;
 
 /// How many delete files load at once.
 const LOAD_CONCURRENCY: usize = 8;

@@ -1,7 +1,7 @@
 //! [`IcebergScanExec`]: the Petrel execution node over DataFusion's own Parquet scan.
 //!
 //! ```text
-//! IcebergScanExec  (snapshot, planning metrics, merge-on-read)
+//! IcebergScanExec  (snapshot, planning metrics, merge-on-read, struct narrowing)
 //!   └─ DataSourceExec(ParquetSource)  (row-group / page pruning, field-id schema mapping)
 //! ```
 //!
@@ -296,14 +296,16 @@ impl ExecutionPlan for IcebergScanExec {
                 "IcebergScanExec needs one child".into(),
             ));
         };
-        Ok(Arc::new(IcebergScanExec::assemble(
+        let mut scan = IcebergScanExec::assemble(
             input,
             self.table.clone(),
             self.snapshot_id,
             self.plan_metrics.clone(),
             self.metrics.clone(),
             self.merge.clone(),
-        )))
+        );
+        scan.leaves = self.leaves.clone();
+        Ok(Arc::new(scan))
     }
 
     fn execute(

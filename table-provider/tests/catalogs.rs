@@ -107,3 +107,81 @@ async fn information_schema_and_show_tables_see_the_catalog() {
         assert!(text.contains(expected), "{expected} missing from\n{text}");
     }
 }
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filesystem_catalog_finds_the_metadata_file_by_hint_name_and_version() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = dir.path().join("warehouse");
+    let metadata = warehouse.join("db/pyiceberg_cow/metadata");
+    copy_dir(
+        &corpus_dir().join("warehouse/db/pyiceberg_cow"),
+        &warehouse.join("db/pyiceberg_cow"),
+    );
+    let ident = TableIdent::new(Namespace::from_dotted("db"), "pyiceberg_cow".to_string());
+    let current = || async {
+        let catalog = FileSystemCatalog::new(warehouse.to_str().expect("utf8")).expect("catalog");
+        let table = catalog.load_table(&ident).await.expect("load");
+        let location = table.metadata_location().to_string();
+        location.rsplit('/').next().expect("name").to_string()
+    };
+    let hint = |file: &str, text: &str| {
+        for name in ["version-hint.text", "version-hint.txt"] {
+            let _ = std::fs::remove_file(metadata.join(name));
+        }
+        std::fs::write(metadata.join(file), text).expect("hint");
+    };
+    assert_eq!(current().await, "v7.metadata.json");
+    // An older version named by the hint is what the hint says (as Iceberg's readers do).
+    hint("version-hint.text", "5\n");
+    assert_eq!(current().await, "v5.metadata.json");
+    hint("version-hint.txt", "6");
+    assert_eq!(current().await, "v6.metadata.json");
+    // Gzip-compressed metadata named by a numeric hint.
+    let v7 = std::fs::read(metadata.join("v7.metadata.json")).expect("v7");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &v7).expect("gzip");
+    std::fs::write(
+        metadata.join("v7.gz.metadata.json"),
+        gz.finish().expect("gzip"),
+    )
+    .expect("write");
+    std::fs::remove_file(metadata.join("v7.metadata.json")).expect("rm v7");
+    hint("version-hint.text", "7");
+    assert_eq!(current().await, "v7.gz.metadata.json");
+    // A hint holding a file name.
+    let named = "00008-0a1b2c3d-1111-4222-8333-944455556666.metadata.json";
+    std::fs::write(metadata.join(named), &v7).expect("write");
+    hint("version-hint.text", named);
+    assert_eq!(current().await, named);
+    // A hint naming no file, and no hint at all: the highest version (8 here).
+    hint("version-hint.text", "42");
+    assert_eq!(current().await, named);
+    std::fs::remove_file(metadata.join("version-hint.text")).expect("rm hint");
+    assert_eq!(current().await, named);
+    // The renamed copy of v7 reads v7's rows (2,910, as in the corpus's expected results).
+    let catalog = FileSystemCatalog::new(warehouse.to_str().expect("utf8")).expect("catalog");
+    let ctx = session(vec![("iceberg", Arc::new(catalog))]);
+    let rows = query(&ctx, "SELECT count(*) FROM iceberg.db.pyiceberg_cow")
+        .await
+        .expect("count");
+    let count = rows[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<arrow::array::Int64Array>()
+        .expect("count")
+        .value(0);
+    assert_eq!(count, 2910);
+}

@@ -83,8 +83,16 @@ impl FileSystemCatalog {
     }
 
     /// The current metadata file of the table in `table_dir`, if it is a table.
+    ///
+    /// With a version hint naming a file that exists (`vN.metadata.json` and its gzip variants,
+    /// or the file name itself), that is a read and a `head` or two; otherwise the metadata
+    /// directory is listed (its size grows with the table's history: every snapshot adds
+    /// files there) and the hint is looked up among the files, or the highest version taken.
     async fn current_metadata_file(&self, table_dir: &Path) -> Result<Option<Path>> {
         let metadata_dir = table_dir.clone().join("metadata");
+        if let Some(found) = self.hinted_metadata_file(&metadata_dir).await? {
+            return Ok(Some(found));
+        }
         let listing = match self.store.list_with_delimiter(Some(&metadata_dir)).await {
             Ok(listing) => listing,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
@@ -117,6 +125,38 @@ impl FileSystemCatalog {
             .filter_map(|f| Some((f.filename().and_then(metadata_file_version)?, *f)))
             .max_by_key(|(version, _)| *version)
             .map(|(_, f)| f.clone()))
+    }
+
+    /// The metadata file the first version hint of `metadata_dir` names, when it exists.
+    async fn hinted_metadata_file(&self, metadata_dir: &Path) -> Result<Option<Path>> {
+        for hint in VERSION_HINTS {
+            let text = match self.store.get(&metadata_dir.clone().join(hint)).await {
+                Ok(found) => found.bytes().await?,
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let text = String::from_utf8_lossy(&text).trim().to_string();
+            let candidates = match text.parse::<i64>() {
+                Ok(version) => vec![
+                    format!("v{version}.metadata.json"),
+                    format!("v{version}.gz.metadata.json"),
+                    format!("v{version}.metadata.json.gz"),
+                ],
+                Err(_) if metadata_file_version(&text).is_some() => vec![text],
+                Err(_) => return Ok(None),
+            };
+            for name in candidates {
+                let path = metadata_dir.clone().join(name.as_str());
+                match self.store.head(&path).await {
+                    Ok(_) => return Ok(Some(path)),
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            // Named a file that is not there (or another naming scheme): list.
+            return Ok(None);
+        }
+        Ok(None)
     }
 
     async fn is_table(&self, dir: &Path) -> Result<bool> {

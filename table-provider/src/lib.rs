@@ -45,6 +45,7 @@ pub use catalog::{
     Catalog, FileSystemCatalog, IcebergCatalogProvider, LoadedTable, Namespace, SqlCatalog,
     TableIdent,
 };
+pub use deletes::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use error::{Error, Result};
 pub use plan::{ManifestCache, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, ScanTask};
 pub use provider::IcebergTableProvider;

@@ -294,6 +294,7 @@ impl TableProvider for IcebergTableProvider {
                 by_object_path,
                 deletes.file_column,
                 deletes.key_columns,
+                self.planner.delete_cache().clone(),
                 &metrics,
             );
             MergeSpec {

@@ -364,3 +364,33 @@ async fn split_file_with_position_deletes_prunes_row_groups_by_statistics() {
         .count();
     assert_eq!(removed, Some(deleted_decoded));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parsed_delete_files_are_reused_by_later_queries() {
+    let g = generated();
+    let ctx = ctx(g);
+    for (name, kind) in [
+        ("pos_row_groups", "delete_files_position"),
+        ("eq_nulls", "delete_files_equality"),
+    ] {
+        let t = table(g, name);
+        let sql = format!("SELECT * FROM mor.db.{name}");
+        let value = |m: &MetricsSet, key: &str| m.sum_by_name(key).map_or(0, |v| v.as_usize());
+        let first = executed_scan_metrics(&ctx, &sql).await;
+        let files = t["metrics"][kind].as_u64().expect("files") as usize;
+        assert_eq!(value(&first, kind), files, "{name}: {first}");
+        assert_eq!(value(&first, "delete_files_cached"), 0, "{name}: {first}");
+        assert!(value(&first, "delete_bytes_read") > 0, "{name}: {first}");
+        let second = executed_scan_metrics(&ctx, &sql).await;
+        assert_eq!(value(&second, kind), files, "{name}: {second}");
+        assert_eq!(
+            value(&second, "delete_files_cached"),
+            files,
+            "{name}: {second}"
+        );
+        assert_eq!(value(&second, "delete_bytes_read"), 0, "{name}: {second}");
+        // And the rows are still exact.
+        let batches = query(&ctx, &sql).await.expect("query");
+        assert_result(&sql, &batches, &t["current"]);
+    }
+}

@@ -25,6 +25,7 @@ use parquet::file::metadata::ParquetMetaData;
 use roaring::RoaringTreemap;
 use tokio::sync::OnceCell;
 
+use super::cache::{DeleteCache, EqualityKey, PositionKey, PositionSource};
 use super::equality::{EqualityDeleteSet, canonical_type, read_equality_keys};
 use super::position::{read_deletion_vector, read_position_delete_file};
 use super::position_filter::DeletedPositions;
@@ -64,6 +65,7 @@ struct DeleteMetrics {
     position_files: Count,
     deletion_vectors: Count,
     equality_files: Count,
+    cached_files: Count,
     delete_bytes: Count,
     rows_deleted_by_position: Count,
     rows_deleted_by_equality: Count,
@@ -78,6 +80,7 @@ impl DeleteMetrics {
             position_files: counter("delete_files_position"),
             deletion_vectors: counter("delete_files_dv"),
             equality_files: counter("delete_files_equality"),
+            cached_files: counter("delete_files_cached"),
             delete_bytes: counter("delete_bytes_read"),
             rows_deleted_by_position: counter("rows_deleted_by_position"),
             rows_deleted_by_equality: counter("rows_deleted_by_equality"),
@@ -85,16 +88,6 @@ impl DeleteMetrics {
             build_time: MetricBuilder::new(metrics).subset_time("delete_build_time", 0),
         }
     }
-}
-
-/// A positional delete source, loaded once per scan and shared by the data files it covers.
-#[derive(Debug)]
-enum PositionSource {
-    /// A position delete file: deleted positions (sorted, distinct) by normalised data file
-    /// path.
-    File(HashMap<String, Arc<[u64]>>),
-    /// A deletion vector: the positions of its one data file.
-    Vector(RoaringTreemap),
 }
 
 /// Identifies a positional source: the file, and the blob offset of a deletion vector.
@@ -133,6 +126,8 @@ pub struct MergeOnRead {
     /// Every positional source of the scan, each loaded at most once.
     sources: HashMap<SourceKey, OnceCell<Arc<PositionSource>>>,
     equality: OnceCell<Arc<EqualitySets>>,
+    /// Parsed deletes shared with other scans.
+    cache: DeleteCache,
     metrics: DeleteMetrics,
 }
 
@@ -147,6 +142,7 @@ impl MergeOnRead {
         by_object_path: HashMap<String, usize>,
         file_column: Option<usize>,
         key_columns: Vec<Vec<(Option<usize>, DataType)>>,
+        cache: DeleteCache,
         metrics: &ExecutionPlanMetricsSet,
     ) -> Self {
         let sources = files
@@ -165,6 +161,7 @@ impl MergeOnRead {
             key_columns,
             sources,
             equality: OnceCell::new(),
+            cache,
             metrics: DeleteMetrics::new(metrics),
         }
     }
@@ -243,8 +240,40 @@ impl MergeOnRead {
         })
     }
 
-    /// Reads one positional source.
+    /// The physical identity of a delete file: resolved location and size.
+    fn physical(&self, d: &DeleteFileRef) -> Result<(String, u64)> {
+        let (_, url, object) = self.io.resolve(&d.path)?;
+        Ok((format!("{}{object}", url.as_str()), d.file_size))
+    }
+
+    /// One positional source: from the process's delete cache, or read (and cached).
     async fn load_source(&self, d: &DeleteFileRef) -> Result<Arc<PositionSource>> {
+        let (location, size) = self.physical(d)?;
+        let offset = match &d.kind {
+            DeleteKind::DeletionVector { offset, .. } => Some(*offset),
+            _ => None,
+        };
+        let key: PositionKey = (location, size, offset);
+        let source = match self.cache.position_source(&key) {
+            Some(source) => {
+                self.metrics.cached_files.add(1);
+                source
+            }
+            None => {
+                let source = self.read_source(d).await?;
+                self.cache.insert_position_source(key, Arc::clone(&source));
+                source
+            }
+        };
+        match &d.kind {
+            DeleteKind::DeletionVector { .. } => self.metrics.deletion_vectors.add(1),
+            _ => self.metrics.position_files.add(1),
+        }
+        Ok(source)
+    }
+
+    /// Reads one positional source.
+    async fn read_source(&self, d: &DeleteFileRef) -> Result<Arc<PositionSource>> {
         let started = Instant::now();
         let table = self.table.as_str();
         let source = match &d.kind {
@@ -260,14 +289,12 @@ impl MergeOnRead {
                 }
                 let (parsed, fetched) =
                     read_position_delete_file(&self.io, table, &d.path, d.file_size).await?;
-                self.metrics.position_files.add(1);
                 self.metrics.delete_bytes.add(fetched as usize);
                 PositionSource::File(parsed)
             }
             DeleteKind::DeletionVector { offset, length } => {
                 let bitmap =
                     read_deletion_vector(&self.io, table, &d.path, *offset, *length).await?;
-                self.metrics.deletion_vectors.add(1);
                 self.metrics.delete_bytes.add(*length as usize);
                 PositionSource::Vector(bitmap)
             }
@@ -324,7 +351,10 @@ impl MergeOnRead {
     async fn build_equality_sets(&self, ctx: &TaskContext) -> Result<EqualitySets> {
         let table = self.table.as_str();
         let io = &self.io;
-        // Equality sets: read each delete file's key columns once.
+        // Each group's set: from the process's delete cache, or built from its files' key
+        // columns (each file read once).
+        let mut cached: Vec<Option<Arc<EqualityDeleteSet>>> = Vec::with_capacity(self.groups.len());
+        let mut cache_keys: Vec<EqualityKey> = Vec::with_capacity(self.groups.len());
         let mut eq_files: Vec<(&DeleteFileRef, &Vec<i32>)> = Vec::new();
         for group in &self.groups {
             if group.field_ids.is_empty() {
@@ -336,14 +366,29 @@ impl MergeOnRead {
                     "its manifest entry has no equality_ids",
                 ));
             }
-            for f in &group.files {
-                if !eq_files
-                    .iter()
-                    .any(|(e, ids)| e.path == f.path && *ids == &group.field_ids)
-                {
-                    eq_files.push((f, &group.field_ids));
+            let mut files = group
+                .files
+                .iter()
+                .map(|f| self.physical(f))
+                .collect::<Result<Vec<_>>>()?;
+            files.sort();
+            let key: EqualityKey = (group.field_ids.clone(), files);
+            let set = self.cache.equality_set(&key);
+            if set.is_none() {
+                for f in &group.files {
+                    if !eq_files
+                        .iter()
+                        .any(|(e, ids)| e.path == f.path && *ids == &group.field_ids)
+                    {
+                        eq_files.push((f, &group.field_ids));
+                    }
                 }
+            } else {
+                self.metrics.cached_files.add(group.files.len());
             }
+            self.metrics.equality_files.add(group.files.len());
+            cached.push(set);
+            cache_keys.push(key);
         }
         let keys: HashMap<String, (Vec<ArrayRef>, u64)> =
             futures::stream::iter(collect_futures(eq_files.iter().map(|(d, ids)| {
@@ -363,7 +408,6 @@ impl MergeOnRead {
             .buffer_unordered(LOAD_CONCURRENCY)
             .try_collect()
             .await?;
-        self.metrics.equality_files.add(eq_files.len());
         self.metrics
             .delete_bytes
             .add(keys.values().map(|(_, fetched)| *fetched as usize).sum());
@@ -372,13 +416,20 @@ impl MergeOnRead {
                 .register(ctx.memory_pool())
         });
         let mut sets = Vec::with_capacity(self.groups.len());
-        for group in &self.groups {
-            let columns: Vec<Vec<ArrayRef>> = group
-                .files
-                .iter()
-                .filter_map(|f| keys.get(&f.path).map(|(columns, _)| columns.clone()))
-                .collect();
-            let set = EqualityDeleteSet::build(&columns)?;
+        for ((group, set), key) in self.groups.iter().zip(cached).zip(cache_keys) {
+            let set = match set {
+                Some(set) => set,
+                None => {
+                    let columns: Vec<Vec<ArrayRef>> = group
+                        .files
+                        .iter()
+                        .filter_map(|f| keys.get(&f.path).map(|(columns, _)| columns.clone()))
+                        .collect();
+                    let set = Arc::new(EqualityDeleteSet::build(&columns)?);
+                    self.cache.insert_equality_set(key, Arc::clone(&set));
+                    set
+                }
+            };
             if let Some(reservation) = reservation.as_mut() {
                 reservation.try_grow(set.memory_size()).map_err(|e| {
                     Error::DataFusion(DataFusionError::ResourcesExhausted(format!(
@@ -389,7 +440,7 @@ impl MergeOnRead {
                 })?;
             }
             self.metrics.equality_keys.add(set.len());
-            sets.push(Arc::new(set));
+            sets.push(set);
         }
         Ok(EqualitySets {
             sets,

@@ -5,15 +5,18 @@
 //! - `position_filter`: a bitmap → a Parquet access plan skipping long deleted runs, and a
 //!   keep-mask filter for the scattered rest.
 //! - `equality`: equality-delete key sets, read with only the key columns, probed per batch.
+//! - [`DeleteCache`]: parsed delete files shared by the scans of a process.
 //! - [`MergeOnRead`] (execution): loads each delete file once per scan, shares the result
 //!   across partitions, reserves set memory, filters batches by equality deletes.
 
+mod cache;
 mod equality;
 mod index;
 mod merge_on_read;
 mod position;
 mod position_filter;
 
+pub use cache::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use index::DeleteFileIndex;
 pub(crate) use merge_on_read::key_type;
 pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};

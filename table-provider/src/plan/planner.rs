@@ -20,6 +20,7 @@ use super::partition::PartitionFilter;
 use super::predicate::Predicate;
 use super::task::{DataFileRef, ScanTask};
 use crate::catalog::LoadedTable;
+use crate::deletes::DeleteCache;
 use crate::deletes::DeleteFileIndex;
 use crate::error::{Error, Result};
 use crate::spec::SnapshotSelector;
@@ -87,10 +88,12 @@ impl ScanPlan {
     }
 }
 
-/// Plans scans; holds the manifest cache shared by every scan.
+/// Plans scans; holds the caches shared by every scan of its tables: parsed manifests (for
+/// planning) and parsed delete files (for merge-on-read).
 #[derive(Debug, Clone)]
 pub struct ScanPlanner {
     cache: ManifestCache,
+    deletes: DeleteCache,
     concurrency: usize,
 }
 
@@ -101,10 +104,16 @@ impl Default for ScanPlanner {
 }
 
 impl ScanPlanner {
-    /// A planner over this manifest cache.
+    /// A planner over this manifest cache (and a default delete cache).
     pub fn new(cache: ManifestCache) -> Self {
+        Self::with_caches(cache, DeleteCache::default())
+    }
+
+    /// A planner over these caches.
+    pub fn with_caches(cache: ManifestCache, deletes: DeleteCache) -> Self {
         Self {
             cache,
+            deletes,
             concurrency: 16,
         }
     }
@@ -112,6 +121,11 @@ impl ScanPlanner {
     /// The manifest cache.
     pub fn cache(&self) -> &ManifestCache {
         &self.cache
+    }
+
+    /// The delete-file cache.
+    pub fn delete_cache(&self) -> &DeleteCache {
+        &self.deletes
     }
 
     /// Plans a scan of `table`.

@@ -1,0 +1,105 @@
+//! Parsed delete files shared by the scans of a process.
+//!
+//! Delete files never change once written, and the same ones apply to query after query until
+//! compaction rewrites the table; dashboards re-run the same queries. So the positions of a
+//! position delete file (per data file), a deletion vector, and the key set of an equality
+//! group are kept in a bounded cache (weighed by their memory, least recently used evicted;
+//! Iceberg's Spark executors keep a delete cache for the same reason). Keys are the files'
+//! resolved physical locations with their sizes, so two copies of a table at different places
+//! never share entries. Failures are not cached.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use moka::sync::Cache;
+use roaring::RoaringTreemap;
+
+use super::equality::EqualityDeleteSet;
+
+/// Default capacity: about this many bytes of parsed deletes.
+pub const DEFAULT_DELETE_CACHE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// A positional delete source, parsed.
+#[derive(Debug)]
+pub(crate) enum PositionSource {
+    /// A position delete file: deleted positions (sorted, distinct) by normalised data file
+    /// path.
+    File(HashMap<String, Arc<[u64]>>),
+    /// A deletion vector: the positions of its one data file.
+    Vector(RoaringTreemap),
+}
+
+impl PositionSource {
+    /// Bytes held, approximately.
+    fn memory_size(&self) -> usize {
+        match self {
+            PositionSource::File(by_path) => by_path
+                .iter()
+                .map(|(path, positions)| path.len() + 64 + positions.len() * 8)
+                .sum(),
+            PositionSource::Vector(bitmap) => bitmap.serialized_size(),
+        }
+    }
+}
+
+/// A positional source: the physical location, file size, and blob offset of a deletion
+/// vector.
+pub(crate) type PositionKey = (String, u64, Option<u64>);
+
+/// An equality group: its field ids and its files' (physical location, size), sorted.
+pub(crate) type EqualityKey = (Vec<i32>, Vec<(String, u64)>);
+
+/// Parsed delete files shared by every scan of a process (module docs).
+#[derive(Debug, Clone)]
+pub struct DeleteCache {
+    positions: Cache<PositionKey, Arc<PositionSource>>,
+    equality: Cache<EqualityKey, Arc<EqualityDeleteSet>>,
+}
+
+impl Default for DeleteCache {
+    fn default() -> Self {
+        Self::new(DEFAULT_DELETE_CACHE_BYTES)
+    }
+}
+
+fn weight(bytes: usize) -> u32 {
+    u32::try_from(bytes).unwrap_or(u32::MAX).max(1)
+}
+
+impl DeleteCache {
+    /// A cache holding about `capacity_bytes` of parsed deletes (0 disables it).
+    pub fn new(capacity_bytes: u64) -> Self {
+        Self {
+            positions: Cache::builder()
+                .max_capacity(capacity_bytes / 2)
+                .weigher(|_, s: &Arc<PositionSource>| weight(s.memory_size()))
+                .build(),
+            equality: Cache::builder()
+                .max_capacity(capacity_bytes / 2)
+                .weigher(|_, s: &Arc<EqualityDeleteSet>| weight(s.memory_size()))
+                .build(),
+        }
+    }
+
+    /// Drops everything (benchmarks measure cold reads with it).
+    pub fn clear(&self) {
+        self.positions.invalidate_all();
+        self.equality.invalidate_all();
+    }
+
+    pub(crate) fn position_source(&self, key: &PositionKey) -> Option<Arc<PositionSource>> {
+        self.positions.get(key)
+    }
+
+    pub(crate) fn insert_position_source(&self, key: PositionKey, source: Arc<PositionSource>) {
+        self.positions.insert(key, source);
+    }
+
+    pub(crate) fn equality_set(&self, key: &EqualityKey) -> Option<Arc<EqualityDeleteSet>> {
+        self.equality.get(key)
+    }
+
+    pub(crate) fn insert_equality_set(&self, key: EqualityKey, set: Arc<EqualityDeleteSet>) {
+        self.equality.insert(key, set);
+    }
+}

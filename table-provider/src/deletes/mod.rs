@@ -1,9 +1,9 @@
 //! Merge-on-read deletes.
 //!
 //! - [`DeleteFileIndex`] (planning): which delete files apply to which data file.
-//! - `position`: position delete files and deletion vectors → per-file bitmaps.
-//! - `position_filter`: a bitmap → a Parquet access plan skipping long deleted runs, and a
-//!   keep-mask filter for the scattered rest.
+//! - `position`: position delete files and deletion vectors → deleted positions per data file.
+//! - `position_filter`: a data file's deleted positions → a Parquet access plan skipping long
+//!   deleted runs, and a keep-mask filter for the scattered rest.
 //! - `equality`: equality-delete key sets, read with only the key columns, probed per batch.
 //! - [`DeleteCache`]: parsed delete files shared by the scans of a process.
 //! - [`MergeOnRead`] (execution): loads each delete file once per scan, shares the result

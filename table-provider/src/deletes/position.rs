@@ -1,9 +1,9 @@
-//! Reading position deletes and deletion vectors into row-position bitmaps (applied by
-//! `position_filter`).
+//! Reading position delete files (into sorted positions per data file) and deletion vectors
+//! (into row-position bitmaps); `position_filter` applies them.
 //!
 //! A position delete file may cover many data files (Spark's partition-granularity deletes);
-//! it is read once per query and split by `file_path`. A deletion vector (v3) is one Puffin
-//! blob: only its byte range is read.
+//! it is read once (then cached: `deletes::cache`) and split by `file_path`. A deletion vector
+//! (v3) is one Puffin blob: only its byte range is read.
 
 use std::collections::HashMap;
 use std::io::Cursor;
@@ -30,8 +30,8 @@ const POS_ID: &str = "2147483545";
 const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
 
 /// Reads a position delete file: deleted positions (sorted, distinct) by (normalised) data
-/// file path, and the bytes of column chunks fetched. Only the `file_path` and `pos` column chunks are fetched
-/// (never the optional `row` payload).
+/// file path, and the bytes of column chunks fetched. Only the `file_path` and `pos` column
+/// chunks are fetched (never the optional `row` payload).
 pub(crate) async fn read_position_delete_file(
     io: &TableIo,
     table: &str,

@@ -137,3 +137,16 @@ def test_types_in_metadata(typed_server):
         with conn.cursor() as cur:
             cur.execute("SELECT count(*) FROM all_types WHERE dec > ?", (decimal.Decimal("1.5"),))
             assert cur.fetchone() == (1,)
+
+
+def test_struct_fields_over_flight_sql(typed_server):
+    """Struct field access (read leaf by leaf on the server) through the ADBC driver: with a
+    filter between the projection and the scan, and under an aggregate."""
+    server, _ = typed_server
+    with flight_sql.connect(server.uri, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SELECT id, st.y, st['x'] AS x FROM all_types ORDER BY id")
+        assert cur.fetchall() == [(1, "why", 5), (2, None, None)]
+        cur.execute("SELECT st.y FROM all_types WHERE st.x = 5")
+        assert cur.fetchall() == [("why",)]
+        cur.execute("SELECT sum(st.x), count(st.y) FROM all_types")
+        assert cur.fetchall() == [(5, 1)]

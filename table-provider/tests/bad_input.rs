@@ -7,22 +7,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use common::{corpus_dir, query, session};
+use common::{copy_dir, corpus_dir, query, session};
 use datafusion::prelude::SessionContext;
 use petrel_table_provider::FileSystemCatalog;
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
 
 /// A writable copy of the corpus table `pyiceberg_cow` (no deletes) and a session over it.
 fn copy_of_table() -> (tempfile::TempDir, PathBuf, SessionContext) {

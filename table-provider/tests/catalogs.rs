@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{corpus_dir, query, session};
+use common::{copy_dir, corpus_dir, query, session, single_i64};
 use petrel_table_provider::{Catalog, FileSystemCatalog, Namespace, TableIdent};
 
 fn corpus_catalog() -> FileSystemCatalog {
@@ -108,19 +108,6 @@ async fn information_schema_and_show_tables_see_the_catalog() {
     }
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy");
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filesystem_catalog_finds_the_metadata_file_by_hint_name_and_version() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -177,11 +164,5 @@ async fn filesystem_catalog_finds_the_metadata_file_by_hint_name_and_version() {
     let rows = query(&ctx, "SELECT count(*) FROM iceberg.db.pyiceberg_cow")
         .await
         .expect("count");
-    let count = rows[0]
-        .column(0)
-        .as_any()
-        .downcast_ref::<arrow::array::Int64Array>()
-        .expect("count")
-        .value(0);
-    assert_eq!(count, 2910);
+    assert_eq!(single_i64(&rows), 2910);
 }

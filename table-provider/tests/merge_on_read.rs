@@ -21,7 +21,7 @@ mod common;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use common::{Generated, assert_result, find_scan, generate, query, rows_json, session};
+use common::{Generated, assert_result, find_scan, generate, query, rows_json, run_plan, session};
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::DataFusionError;
@@ -80,16 +80,7 @@ async fn explain_analyze(ctx: &SessionContext, sql: &str) -> String {
 
 /// The metrics of the scan node after running `sql` to completion.
 async fn executed_scan_metrics(ctx: &SessionContext, sql: &str) -> MetricsSet {
-    let plan = ctx
-        .sql(sql)
-        .await
-        .expect("plan")
-        .create_physical_plan()
-        .await
-        .expect("physical plan");
-    datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let (plan, _) = run_plan(ctx, sql).await;
     find_scan(&plan)
         .and_then(|scan| scan.metrics())
         .unwrap_or_else(|| panic!("no scan metrics in {sql}"))
@@ -312,13 +303,7 @@ async fn split_file_with_position_deletes_prunes_row_groups_by_statistics() {
     let g = generated();
     let ctx = ctx(g);
     let sql = "SELECT id FROM mor.db.pos_row_groups WHERE id >= 31000";
-    let plan = ctx
-        .sql(sql)
-        .await
-        .expect("plan")
-        .create_physical_plan()
-        .await
-        .expect("physical plan");
+    let (plan, batches) = run_plan(&ctx, sql).await;
     let scan = find_scan(&plan).expect("scan");
     let child = scan.children()[0];
     let config = child
@@ -337,9 +322,6 @@ async fn split_file_with_position_deletes_prunes_row_groups_by_statistics() {
         "the 8-row-group file should be planned as several tasks: {:?}",
         config.file_groups
     );
-    let batches = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
-        .await
-        .expect("collect");
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     // ids 31000..39999 minus every 7th position and position 39999; plus the 10 late rows.
     let want = (31_000..40_000)

@@ -12,7 +12,8 @@ mod common;
 use std::sync::{Arc, OnceLock};
 
 use common::{
-    Generated, assert_result, find_scan, generate, plan_metrics, query, rows_json, session,
+    Generated, assert_result, find_scan, generate, plan_metrics, query, rows_json, run_plan,
+    session, single_i64,
 };
 use datafusion::datasource::MemTable;
 use datafusion::physical_plan::ExecutionPlan;
@@ -314,16 +315,7 @@ async fn run_scan(
     usize,
     Vec<arrow::array::RecordBatch>,
 ) {
-    let plan = ctx
-        .sql(sql)
-        .await
-        .expect("plan")
-        .create_physical_plan()
-        .await
-        .expect("physical plan");
-    let batches = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let (plan, batches) = run_plan(ctx, sql).await;
     let scan = find_scan(&plan).expect("scan");
     let bytes = scan.children()[0]
         .metrics()
@@ -408,26 +400,14 @@ async fn struct_fields_are_read_without_the_rest_of_the_struct() {
     ] {
         let (leaves, _, batches) = run_scan(&ctx, sql).await;
         assert!(leaves.is_some(), "{sql}: struct s not narrowed");
-        let n = batches[0]
-            .column(0)
-            .as_any()
-            .downcast_ref::<arrow::array::Int64Array>()
-            .expect("count")
-            .value(0);
-        assert_eq!(n, want, "{sql}");
+        assert_eq!(single_i64(&batches), want, "{sql}");
     }
     // A filter using the struct whole: not narrowed, exact.
     let sql = "SELECT count(s.alpha) FROM pyi.db.struct_wide WHERE s IS NOT NULL";
     let (leaves, _, batches) = run_scan(&ctx, sql).await;
     assert!(leaves.is_none(), "{sql}: narrowed although s is used whole");
-    let n = batches[0]
-        .column(0)
-        .as_any()
-        .downcast_ref::<arrow::array::Int64Array>()
-        .expect("count")
-        .value(0);
     assert_eq!(
-        n as usize,
+        single_i64(&batches) as usize,
         expected.iter().filter(|r| !r[1].is_null()).count()
     );
 }

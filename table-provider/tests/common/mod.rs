@@ -377,3 +377,45 @@ pub fn assert_result(what: &str, batches: &[RecordBatch], expected: &Value) {
         );
     }
 }
+
+/// Plans `sql` (as written: no time-travel rewrite), runs it to completion, and returns the
+/// executed physical plan (its metrics filled in) with the batches.
+pub async fn run_plan(
+    ctx: &SessionContext,
+    sql: &str,
+) -> (Arc<dyn ExecutionPlan>, Vec<RecordBatch>) {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .create_physical_plan()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let batches = datafusion::physical_plan::collect(Arc::clone(&plan), ctx.task_ctx())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    (plan, batches)
+}
+
+/// The single Int64 value of a one-row, one-column result (`count(*)`, `sum(...)`).
+pub fn single_i64(batches: &[RecordBatch]) -> i64 {
+    batches[0]
+        .column(0)
+        .as_primitive_opt::<arrow::datatypes::Int64Type>()
+        .expect("an Int64 column")
+        .value(0)
+}
+
+/// Copies directory `from` to `to`, recursively.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}

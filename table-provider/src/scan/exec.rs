@@ -126,6 +126,25 @@ impl IcebergScanExec {
         &self.table
     }
 
+    /// This scan (same table, snapshot and metrics) over another child.
+    fn rebuilt(
+        &self,
+        input: Arc<dyn ExecutionPlan>,
+        merge: Option<MergeSpec>,
+        leaves: Option<Arc<LeafProjection>>,
+    ) -> Self {
+        let mut scan = Self::assemble(
+            input,
+            self.table.clone(),
+            self.snapshot_id,
+            self.plan_metrics.clone(),
+            self.metrics.clone(),
+            merge,
+        );
+        scan.leaves = leaves;
+        scan
+    }
+
     /// The struct narrowing applied to this scan, if any.
     pub fn leaf_projection(&self) -> Option<&LeafProjection> {
         self.leaves.as_deref()
@@ -171,16 +190,7 @@ impl IcebergScanExec {
                 })
             }
         };
-        let mut scan = Self::assemble(
-            input,
-            self.table.clone(),
-            self.snapshot_id,
-            self.plan_metrics.clone(),
-            self.metrics.clone(),
-            merge,
-        );
-        scan.leaves = Some(leaves);
-        Ok(Some(scan))
+        Ok(Some(self.rebuilt(input, merge, Some(leaves))))
     }
 }
 
@@ -296,16 +306,11 @@ impl ExecutionPlan for IcebergScanExec {
                 "IcebergScanExec needs one child".into(),
             ));
         };
-        let mut scan = IcebergScanExec::assemble(
+        Ok(Arc::new(self.rebuilt(
             input,
-            self.table.clone(),
-            self.snapshot_id,
-            self.plan_metrics.clone(),
-            self.metrics.clone(),
             self.merge.clone(),
-        );
-        scan.leaves = self.leaves.clone();
-        Ok(Arc::new(scan))
+            self.leaves.clone(),
+        )))
     }
 
     fn execute(

@@ -15,7 +15,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use super::metadata_file::{MetadataCache, metadata_file_version};
 use super::{Catalog, LoadedTable, Namespace, TableIdent};
 use crate::error::{Error, Result};
-use crate::io::{LocationMap, StoreRegistry, TableIo, normalize_location};
+use crate::io::{LocationMap, StoreRegistry, TableIo, child_path, normalize_location};
 
 const VERSION_HINTS: [&str; 2] = ["version-hint.text", "version-hint.txt"];
 const MAX_NAMESPACE_DEPTH: usize = 8;
@@ -63,10 +63,11 @@ impl FileSystemCatalog {
         &self.root
     }
 
-    fn dir_of(&self, levels: &[String]) -> Path {
+    /// The directory of a namespace or table: each level is a literal directory name.
+    fn dir_of(&self, levels: &[String]) -> Result<Path> {
         levels
             .iter()
-            .fold(self.root_path.clone(), |p, level| p.join(level.as_str()))
+            .try_fold(self.root_path.clone(), |p, level| child_path(&p, level))
     }
 
     /// Names of the sub-directories of `dir` (hidden ones skipped).
@@ -177,9 +178,9 @@ impl Catalog for FileSystemCatalog {
             if levels.len() >= MAX_NAMESPACE_DEPTH {
                 continue;
             }
-            let dir = self.dir_of(&levels);
+            let dir = self.dir_of(&levels)?;
             for child in self.subdirs(&dir).await? {
-                if self.is_table(&dir.clone().join(child.as_str())).await? {
+                if self.is_table(&child_path(&dir, &child)?).await? {
                     continue;
                 }
                 let mut child_levels = levels.clone();
@@ -196,7 +197,10 @@ impl Catalog for FileSystemCatalog {
         if namespace.levels().is_empty() || namespace.levels().len() > MAX_NAMESPACE_DEPTH {
             return Ok(false);
         }
-        let dir = self.dir_of(namespace.levels());
+        // A name no directory can have (`..`, `a/b`) names no namespace.
+        let Ok(dir) = self.dir_of(namespace.levels()) else {
+            return Ok(false);
+        };
         let listing = self.store.list_with_delimiter(Some(&dir)).await?;
         if listing.objects.is_empty() && listing.common_prefixes.is_empty() {
             return Ok(false);
@@ -204,7 +208,7 @@ impl Catalog for FileSystemCatalog {
         // Every level must be a namespace, not a table.
         for depth in 1..=namespace.levels().len() {
             if self
-                .is_table(&self.dir_of(&namespace.levels()[..depth]))
+                .is_table(&self.dir_of(&namespace.levels()[..depth])?)
                 .await?
             {
                 return Ok(false);
@@ -214,10 +218,10 @@ impl Catalog for FileSystemCatalog {
     }
 
     async fn list_tables(&self, namespace: &Namespace) -> Result<Vec<TableIdent>> {
-        let dir = self.dir_of(namespace.levels());
+        let dir = self.dir_of(namespace.levels())?;
         let mut tables = Vec::new();
         for child in self.subdirs(&dir).await? {
-            if self.is_table(&dir.clone().join(child.as_str())).await? {
+            if self.is_table(&child_path(&dir, &child)?).await? {
                 tables.push(TableIdent::new(namespace.clone(), child));
             }
         }
@@ -227,7 +231,7 @@ impl Catalog for FileSystemCatalog {
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable> {
         let mut levels = ident.namespace.levels().to_vec();
         levels.push(ident.name.clone());
-        let table_dir = self.dir_of(&levels);
+        let table_dir = self.dir_of(&levels)?;
         let Some(metadata_file) = self.current_metadata_file(&table_dir).await? else {
             return Err(Error::NotFound(format!(
                 "table {ident} does not exist in warehouse {} (no metadata under {})",

@@ -16,7 +16,7 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-pub use location::{LocationMap, location_url, normalize_location};
+pub use location::{LocationMap, ObjectLocation, child_path, normalize_location, object_location};
 
 use crate::error::{Error, Result};
 
@@ -41,20 +41,16 @@ impl Default for StoreRegistry {
 }
 
 impl StoreRegistry {
-    /// The store, its DataFusion URL and the object path for a normalised location URL.
+    /// The store, its DataFusion URL and the object path of a location (see
+    /// [`object_location`]: the path keeps every character of the location).
     pub fn resolve(&self, location: &str) -> Result<(Arc<dyn ObjectStore>, ObjectStoreUrl, Path)> {
-        let url = location_url(location)?;
-        match url.scheme() {
-            "file" => {
-                let path = Path::from_url_path(url.path()).map_err(|e| {
-                    Error::InvalidArgument(format!("invalid path in {location:?}: {e}"))
-                })?;
-                Ok((
-                    Arc::clone(&self.local),
-                    ObjectStoreUrl::local_filesystem(),
-                    path,
-                ))
-            }
+        let ObjectLocation { scheme, path, .. } = object_location(location)?;
+        match scheme.as_str() {
+            "file" => Ok((
+                Arc::clone(&self.local),
+                ObjectStoreUrl::local_filesystem(),
+                path,
+            )),
             other => Err(Error::InvalidArgument(format!(
                 "no object store is configured for scheme {other:?} (location {location})"
             ))),

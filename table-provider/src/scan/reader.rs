@@ -1,6 +1,7 @@
 //! Parquet readers for scans: DataFusion's cached reader factory (footers and page indexes
 //! reused across queries through the runtime's file-metadata cache), with every read error
-//! naming the data file it came from.
+//! naming the data file it came from; and [`partitioned_file`], how a data file's object path
+//! reaches DataFusion unchanged.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -12,10 +13,27 @@ use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use object_store::ObjectMeta;
+use object_store::path::Path;
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::errors::ParquetError;
 use parquet::file::metadata::ParquetMetaData;
+
+/// A file for DataFusion's scan at exactly `path`.
+///
+/// `PartitionedFile::new` takes a string and re-encodes it as object-store path parts (a `%`
+/// becomes `%25`), which would name another file than the one the metadata wrote; Iceberg
+/// locations are opaque (see [`crate::io::object_location`]), so the path goes in as it is.
+pub(crate) fn partitioned_file(path: Path, size: u64) -> PartitionedFile {
+    PartitionedFile::new_from_meta(ObjectMeta {
+        location: path,
+        last_modified: chrono::DateTime::UNIX_EPOCH,
+        size,
+        e_tag: None,
+        version: None,
+    })
+}
 
 /// Wraps a reader factory so that errors say which data file failed.
 #[derive(Debug)]

@@ -24,7 +24,6 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::ScalarValue;
 use datafusion::common::{DFSchema, Result as DFResult};
 use datafusion::datasource::TableType;
-use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
@@ -41,7 +40,10 @@ use crate::catalog::LoadedTable;
 use crate::deletes::{EqualityGroup, FileDeletes, MergeOnRead, key_type};
 use crate::error::{Error, Result};
 use crate::plan::{DeleteFileRef, DeleteKind, Predicate, ScanPlan, ScanPlanner, ScanRequest};
-use crate::scan::{FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory};
+use crate::scan::{
+    FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory, NanFreeColumns,
+    NanSafeReaderFactory, partitioned_file,
+};
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 
 /// An Iceberg table at one snapshot selection, for DataFusion.
@@ -203,19 +205,22 @@ impl TableProvider for IcebergTableProvider {
         let io = self.table.io();
         let mut store_url = None;
         let mut by_object_path = HashMap::new();
+        let mut nan_free = NanFreeColumns::default();
         let mut groups = Vec::with_capacity(plan.partitions.len());
         for tasks in &plan.partitions {
             let mut files = Vec::with_capacity(tasks.len());
             for task in tasks {
                 let (_, url, path) = io.resolve(&task.file.path)?;
                 store_url.get_or_insert(url);
-                let mut file = PartitionedFile::new(path.to_string(), task.file.file_size);
+                let object_path = path.to_string();
+                nan_free.insert(object_path.clone(), task.file.nan_free_field_ids.clone());
+                let mut file = partitioned_file(path, task.file.file_size);
                 if !task.whole_file {
                     file = file.with_range(task.start as i64, (task.start + task.length) as i64);
                 }
                 let index = deletes.file_index.get(task.file.path.as_str()).copied();
                 if let Some(index) = index {
-                    by_object_path.insert(path.to_string(), index);
+                    by_object_path.insert(object_path, index);
                 }
                 if deletes.file_column.is_some() {
                     // Files without deletes carry an index no file has.
@@ -248,11 +253,14 @@ impl TableProvider for IcebergTableProvider {
             runtime.object_store(&store_url)?,
             runtime.cache_manager.get_file_metadata_cache(),
         );
+        let nan_free = Arc::new(nan_free);
+        let readers = NanSafeReaderFactory::new(
+            Arc::new(NamedFileReaderFactory::new(Arc::new(readers))),
+            Arc::clone(&nan_free),
+        );
         let mut source = ParquetSource::new(table_schema)
             .with_table_parquet_options(state.table_options().parquet.clone())
-            .with_parquet_file_reader_factory(Arc::new(NamedFileReaderFactory::new(Arc::new(
-                readers,
-            ))));
+            .with_parquet_file_reader_factory(Arc::new(readers));
         // Files with positional deletes are read without the predicate (their row groups are
         // pruned by the merge stream); both sources share one metrics set.
         let unfiltered_source = source.clone();
@@ -305,6 +313,7 @@ impl TableProvider for IcebergTableProvider {
                 predicate,
                 file_schema: Arc::clone(&self.arrow_schema),
                 adapter,
+                nan_free,
             }
         });
         Ok(Arc::new(IcebergScanExec::with_metrics(

@@ -14,7 +14,6 @@ use arrow::array::{
 use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{DataType, UInt32Type};
 use datafusion::common::{DataFusionError, Result as DFResult};
-use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
 use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
 use datafusion::execution::TaskContext;
@@ -32,6 +31,7 @@ use super::position_filter::DeletedPositions;
 use crate::error::{Error, Result};
 use crate::io::{TableIo, normalize_location};
 use crate::plan::{DeleteFileRef, DeleteKind};
+use crate::scan::partitioned_file;
 
 /// How many delete files load at once.
 const LOAD_CONCURRENCY: usize = 8;
@@ -324,7 +324,7 @@ impl MergeOnRead {
         let factory = CachedParquetFileReaderFactory::new(store, cache);
         let mut reader = factory.create_reader(
             0,
-            PartitionedFile::new(object.to_string(), file.file_size),
+            partitioned_file(object, file.file_size),
             None,
             &ExecutionPlanMetricsSet::new(),
         )?;

@@ -2,8 +2,11 @@
 //! per-key statistics, used for column metrics, partition values and manifest summaries.
 //!
 //! The answer is conservative: `false` only when no row can match. Comparisons follow SQL
-//! (null never matches) and DataFusion's float ordering (NaN sorts above every number), so a
-//! float column whose NaN count is unknown or non-zero is never pruned by `>`, `>=` or `<>`.
+//! (null never matches) and DataFusion's float ordering (NaN sorts above every number and
+//! equals itself; `-0.0 < 0.0`), so a float column whose NaN count is unknown or non-zero is
+//! never pruned by `= NaN`, `>`, `>=` or `<>`. Float bounds never carry NaN, and a zero bound is
+//! read as either zero (writers disagree on the sign they record: the Parquet format asks for
+//! `-0.0` as a minimum and `+0.0` as a maximum; others write what they saw).
 
 use std::cmp::Ordering;
 
@@ -47,11 +50,12 @@ pub(crate) fn might_match<'a>(pred: &Predicate, stats: &dyn Fn(i32) -> FieldStat
                 // Only prunable when every value is one known literal that is excluded.
                 match (s.lower, s.upper) {
                     (Some(l), Some(u)) if s.has_nan == Some(false) || !is_float(l) => {
-                        let single = compare_literals(l, u) == Some(Ordering::Equal);
+                        let (l, u) = (widen_zero(l, -0.0), widen_zero(u, 0.0));
+                        let single = compare_literals(&l, &u) == Some(Ordering::Equal);
                         !(single
                             && values
                                 .iter()
-                                .any(|v| compare_literals(l, v) == Some(Ordering::Equal)))
+                                .any(|v| compare_literals(&l, v) == Some(Ordering::Equal)))
                     }
                     _ => true,
                 }
@@ -107,6 +111,16 @@ pub(crate) fn might_match<'a>(pred: &Predicate, stats: &dyn Fn(i32) -> FieldStat
     }
 }
 
+/// A float bound of zero (either sign) as the zero `widest` (`-0.0` for a lower bound, `0.0`
+/// for an upper one); other bounds unchanged.
+fn widen_zero(bound: &PrimitiveLiteral, widest: f64) -> PrimitiveLiteral {
+    match bound {
+        PrimitiveLiteral::Float(v) if v.0 == 0.0 => PrimitiveLiteral::Float((widest as f32).into()),
+        PrimitiveLiteral::Double(v) if v.0 == 0.0 => PrimitiveLiteral::Double(widest.into()),
+        other => other.clone(),
+    }
+}
+
 fn is_float(v: &PrimitiveLiteral) -> bool {
     matches!(v, PrimitiveLiteral::Float(_) | PrimitiveLiteral::Double(_))
 }
@@ -123,14 +137,21 @@ fn cmp_might_match(s: &FieldStats<'_>, op: CmpOp, value: &PrimitiveLiteral) -> b
             _ => false,
         };
         if nan {
-            return true;
+            // Every non-NaN value is below NaN and differs from it.
+            return match op {
+                CmpOp::Eq | CmpOp::GtEq => s.has_nan != Some(false),
+                CmpOp::Gt => false,
+                CmpOp::Lt | CmpOp::LtEq | CmpOp::NotEq => true,
+            };
         }
         if matches!(op, CmpOp::Gt | CmpOp::GtEq | CmpOp::NotEq) && s.has_nan != Some(false) {
             return true;
         }
     }
-    let lower = s.lower.and_then(|l| compare_literals(l, value));
-    let upper = s.upper.and_then(|u| compare_literals(u, value));
+    let lower = s.lower.map(|l| widen_zero(l, -0.0));
+    let upper = s.upper.map(|u| widen_zero(u, 0.0));
+    let lower = lower.as_ref().and_then(|l| compare_literals(l, value));
+    let upper = upper.as_ref().and_then(|u| compare_literals(u, value));
     match op {
         CmpOp::Eq => !(lower == Some(Ordering::Greater) || upper == Some(Ordering::Less)),
         CmpOp::NotEq => !(lower == Some(Ordering::Equal) && upper == Some(Ordering::Equal)),

@@ -275,6 +275,12 @@ impl ScanPlanner {
                     record_count: file.record_count(),
                     spec_id,
                     sequence_number,
+                    nan_free_field_ids: file
+                        .nan_value_counts()
+                        .iter()
+                        .filter(|(_, count)| **count == 0)
+                        .map(|(id, _)| *id)
+                        .collect(),
                 };
                 if file_deletes.is_empty() {
                     guaranteed_rows += file.record_count();

@@ -450,7 +450,8 @@ pub(crate) fn to_iceberg_literal(value: &ScalarValue, ty: &Type) -> Option<Primi
 }
 
 /// Compares two literals of compatible Iceberg types (int/long and float/double mixed, as
-/// type promotion produces). `None` when they are not comparable or one is NaN.
+/// type promotion produces). Floats compare in DataFusion's total order (`-0.0 < 0.0`), the
+/// order of the predicates Petrel evaluates. `None` when they are not comparable or one is NaN.
 pub(crate) fn compare_literals(a: &PrimitiveLiteral, b: &PrimitiveLiteral) -> Option<Ordering> {
     use PrimitiveLiteral as L;
     match (a, b) {
@@ -459,14 +460,19 @@ pub(crate) fn compare_literals(a: &PrimitiveLiteral, b: &PrimitiveLiteral) -> Op
         (L::Long(x), L::Long(y)) => Some(x.cmp(y)),
         (L::Int(x), L::Long(y)) => Some(i64::from(*x).cmp(y)),
         (L::Long(x), L::Int(y)) => Some(x.cmp(&i64::from(*y))),
-        (L::Float(x), L::Float(y)) => x.0.partial_cmp(&y.0),
-        (L::Double(x), L::Double(y)) => x.0.partial_cmp(&y.0),
-        (L::Float(x), L::Double(y)) => f64::from(x.0).partial_cmp(&y.0),
-        (L::Double(x), L::Float(y)) => x.0.partial_cmp(&f64::from(y.0)),
+        (L::Float(x), L::Float(y)) => total_cmp(f64::from(x.0), f64::from(y.0)),
+        (L::Double(x), L::Double(y)) => total_cmp(x.0, y.0),
+        (L::Float(x), L::Double(y)) => total_cmp(f64::from(x.0), y.0),
+        (L::Double(x), L::Float(y)) => total_cmp(x.0, f64::from(y.0)),
         (L::String(x), L::String(y)) => Some(x.as_str().cmp(y.as_str())),
         (L::Binary(x), L::Binary(y)) => Some(x.as_slice().cmp(y.as_slice())),
         (L::Int128(x), L::Int128(y)) => Some(x.cmp(y)),
         (L::UInt128(x), L::UInt128(y)) => Some(x.cmp(y)),
         _ => None,
     }
+}
+
+/// Total order of two non-NaN floats (`None` for NaN: it bounds nothing).
+fn total_cmp(a: f64, b: f64) -> Option<Ordering> {
+    (!a.is_nan() && !b.is_nan()).then(|| a.total_cmp(&b))
 }

@@ -57,6 +57,9 @@ pub struct DataFileRef {
     pub spec_id: i32,
     /// Its data sequence number (inherited when the manifest left it null).
     pub sequence_number: i64,
+    /// Float columns (field ids) the file's metrics say hold no NaN (`nan_value_counts` of 0):
+    /// only their Parquet min/max may prune (see `scan::nan_safe_stats`).
+    pub nan_free_field_ids: Vec<i32>,
 }
 
 /// A byte range of one data file with the deletes that apply to it.

@@ -38,6 +38,7 @@ use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaData;
 
+use super::nan_safe_stats::{NanFreeColumns, nan_safe_metadata};
 use crate::deletes::{MergeOnRead, PositionFilter, positional_plan};
 
 /// How many runs are prepared ahead of the one streaming.
@@ -62,6 +63,8 @@ pub struct MergeSpec {
     pub file_schema: SchemaRef,
     /// Maps `file_schema` expressions onto a data file's own schema (by field id).
     pub adapter: Arc<dyn PhysicalExprAdapterFactory>,
+    /// Which float columns of which files may prune by their statistics.
+    pub(crate) nan_free: Arc<NanFreeColumns>,
 }
 
 /// A run of a partition's files read by one Parquet scan.
@@ -174,6 +177,8 @@ async fn open_run(
         return Ok(scan(filtered, vec![file], ctx)?.boxed());
     };
     let metadata = merge.data_file_metadata(index, &ctx).await?;
+    let object_path = file.object_meta.location.as_ref();
+    let metadata = nan_safe_metadata(metadata, |id| spec.nan_free.is_nan_free(object_path, id));
     let row_groups = metadata.row_groups();
     let mut pruned = RowGroupAccessPlanFilter::new(ParquetAccessPlan::new_all(row_groups.len()));
     if let Some(range) = &file.range {

@@ -4,6 +4,7 @@
 mod exec;
 mod leaf_projection;
 mod merge_stream;
+mod nan_safe_stats;
 mod narrow_rule;
 mod reader;
 mod schema_mapping;
@@ -11,6 +12,8 @@ mod schema_mapping;
 pub use exec::IcebergScanExec;
 pub use leaf_projection::{LeafProjectingReaderFactory, LeafProjection};
 pub use merge_stream::MergeSpec;
+pub(crate) use nan_safe_stats::{NanFreeColumns, NanSafeReaderFactory};
 pub use narrow_rule::NarrowStructColumns;
 pub use reader::NamedFileReaderFactory;
+pub(crate) use reader::partitioned_file;
 pub use schema_mapping::{FieldIdAdapterFactory, FieldIdCastExpr, adapt_array};

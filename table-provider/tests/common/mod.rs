@@ -4,7 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, TimeUnit};
@@ -17,65 +17,53 @@ use petrel_table_provider::{
 };
 use serde_json::{Value, json};
 
-/// The fixture corpus (`PETREL_CORPUS` overrides).
-pub fn corpus_dir() -> PathBuf {
-    std::env::var_os("PETREL_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/iceberg-corpus")
-        })
+/// A test dataset made by `scripts/test-data.sh NAME` (once per run, shared by every test
+/// process, read-only): its directory.
+pub fn dataset(name: &str) -> PathBuf {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/test-data.sh");
+    let output = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(name)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("run scripts/test-data.sh");
+    assert!(
+        output.status.success(),
+        "scripts/test-data.sh {name} failed"
+    );
+    let stdout = String::from_utf8(output.stdout).expect("utf8 path");
+    let dir = PathBuf::from(stdout.lines().last().expect("a path").trim());
+    assert!(
+        dir.is_dir(),
+        "dataset {name}: {} is not a directory",
+        dir.display()
+    );
+    dir
 }
 
-/// Tables a Python generator (`tests/pyiceberg/<script>`) wrote into a temporary directory,
-/// with the `expected.json` it wrote beside them.
+/// The fixture corpus (see `scripts/test-data.sh`: `PETREL_CORPUS`, the shared corpus beside
+/// the clone, or one generated with Spark).
+pub fn corpus_dir() -> PathBuf {
+    static CORPUS: OnceLock<PathBuf> = OnceLock::new();
+    CORPUS.get_or_init(|| dataset("corpus")).clone()
+}
+
+/// Tables a Python generator wrote (a dataset of `scripts/test-data.sh`), with the
+/// `expected.json` it wrote beside them.
 pub struct Generated {
-    _dir: tempfile::TempDir,
     /// The output directory (catalog.db, warehouse/, expected.json).
     pub root: PathBuf,
     /// The parsed `expected.json`.
     pub expected: Value,
 }
 
-/// The project's Python (`PETREL_PYTHON`, else `<repo>/.venv/bin/python`).
-pub fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("PETREL_PYTHON") {
-        return PathBuf::from(p);
-    }
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
-    assert!(
-        venv.exists(),
-        "{} is missing: run scripts/setup-python.sh (or set PETREL_PYTHON)",
-        venv.display()
-    );
-    venv
-}
-
-/// Runs `tests/pyiceberg/<script> OUT_DIR` into a fresh temporary directory.
-pub fn generate(script: &str) -> Generated {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path().to_path_buf();
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/pyiceberg")
-        .join(script);
-    let output = std::process::Command::new(python())
-        .arg(&path)
-        .arg(&root)
-        .output()
-        .expect("run python");
-    assert!(
-        output.status.success(),
-        "{script} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+/// The dataset `name` (`pyiceberg-tables`, `pyiceberg-deletes`), loaded once per process.
+pub fn generated(name: &str) -> Generated {
+    let root = dataset(name);
     let expected =
         serde_json::from_slice(&std::fs::read(root.join("expected.json")).expect("expected.json"))
             .expect("expected json");
-    Generated {
-        _dir: dir,
-        root,
-        expected,
-    }
+    Generated { root, expected }
 }
 
 /// A session with the given catalogs registered under their names.

@@ -34,7 +34,7 @@ use datafusion::execution::memory_pool::GreedyMemoryPool;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt};
 use petrel_table_provider::catalog::Catalog;
-use petrel_table_provider::{IcebergCatalogProvider, NarrowStructColumns};
+use petrel_table_provider::{IcebergCatalogProvider, NarrowStructColumns, SignedZeroEquality};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
@@ -127,6 +127,7 @@ impl QueryEngine {
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
+            .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
             .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
             .with_table_factories(HashMap::new())
             .with_table_functions(

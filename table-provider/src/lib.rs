@@ -29,6 +29,7 @@
 //!   deletes and deletion vectors as Parquet access plans, equality deletes as key sets.
 //! - [`provider`]: the `TableProvider`.
 //! - [`time_travel`]: `FOR VERSION AS OF` / `FOR TIMESTAMP AS OF` in SQL.
+//! - [`signed_zero`]: `-0.0 = 0.0` in comparisons with constants, as in Spark and PostgreSQL.
 //! - [`error`]: one error type with table / snapshot / file context.
 
 pub mod catalog;
@@ -38,6 +39,7 @@ pub mod io;
 pub mod plan;
 pub mod provider;
 pub mod scan;
+pub mod signed_zero;
 pub mod spec;
 pub mod time_travel;
 
@@ -50,5 +52,6 @@ pub use error::{Error, Result};
 pub use plan::{ManifestCache, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, ScanTask};
 pub use provider::IcebergTableProvider;
 pub use scan::{IcebergScanExec, LeafProjection, NarrowStructColumns};
+pub use signed_zero::SignedZeroEquality;
 pub use spec::SnapshotSelector;
 pub use time_travel::rewrite_time_travel;

@@ -232,4 +232,95 @@ mod tests {
         };
         assert!(!might_match(&gt, &no_nan));
     }
+
+    fn double(v: f64) -> PrimitiveLiteral {
+        PrimitiveLiteral::Double(v.into())
+    }
+
+    fn cmp(op: CmpOp, v: f64) -> Predicate {
+        Predicate::Cmp {
+            key: 1,
+            op,
+            value: double(v),
+        }
+    }
+
+    /// `might_match` over a column with bounds 1.0..=2.0 and the given NaN knowledge.
+    fn over_one_two(pred: &Predicate, has_nan: Option<bool>) -> bool {
+        let (lo, hi) = (double(1.0), double(2.0));
+        might_match(pred, &|_| FieldStats {
+            lower: Some(&lo),
+            upper: Some(&hi),
+            has_nan,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn nan_literals_prune_only_by_nan_counts() {
+        for has_nan in [None, Some(true)] {
+            assert!(over_one_two(&cmp(CmpOp::Eq, f64::NAN), has_nan));
+            assert!(over_one_two(&cmp(CmpOp::GtEq, f64::NAN), has_nan));
+        }
+        assert!(!over_one_two(&cmp(CmpOp::Eq, f64::NAN), Some(false)));
+        // Nothing is above NaN; every number is below it and differs from it.
+        assert!(!over_one_two(&cmp(CmpOp::Gt, f64::NAN), None));
+        assert!(over_one_two(&cmp(CmpOp::Lt, f64::NAN), Some(false)));
+        assert!(over_one_two(&cmp(CmpOp::NotEq, f64::NAN), Some(false)));
+        // A column of only NaN has no bounds: `= NaN` may match, `= 1.0` may not be pruned by
+        // bounds it does not have.
+        let only_nan = |_| FieldStats {
+            has_nan: Some(true),
+            ..Default::default()
+        };
+        assert!(might_match(&cmp(CmpOp::Eq, f64::NAN), &only_nan));
+        assert!(might_match(&cmp(CmpOp::Gt, 1e300), &only_nan));
+    }
+
+    /// Writers record the zero they saw, or the one the Parquet format asks for: a zero bound
+    /// may stand for either zero.
+    #[test]
+    fn zero_bounds_stand_for_both_zeros() {
+        let (pos, neg) = (double(0.0), double(-0.0));
+        for (lower, upper) in [(&pos, &pos), (&neg, &neg), (&neg, &pos), (&pos, &neg)] {
+            let stats = |_| FieldStats {
+                lower: Some(lower),
+                upper: Some(upper),
+                has_nan: Some(false),
+                ..Default::default()
+            };
+            for (pred, expected) in [
+                (cmp(CmpOp::Eq, -0.0), true),
+                (cmp(CmpOp::Eq, 0.0), true),
+                (cmp(CmpOp::GtEq, 0.0), true),
+                (cmp(CmpOp::LtEq, -0.0), true),
+                (cmp(CmpOp::NotEq, 0.0), true),
+                (cmp(CmpOp::NotEq, -0.0), true),
+                (cmp(CmpOp::Lt, -0.0), false),
+                (cmp(CmpOp::Gt, 0.0), false),
+                (cmp(CmpOp::Eq, 1.0), false),
+            ] {
+                assert_eq!(
+                    might_match(&pred, &stats),
+                    expected,
+                    "{pred:?} over [{lower:?}, {upper:?}]"
+                );
+            }
+            let not_in_zero = Predicate::In {
+                key: 1,
+                values: vec![double(0.0)],
+                negated: true,
+            };
+            assert!(might_match(&not_in_zero, &stats));
+        }
+        // Total order between different values still prunes.
+        let (one, two) = (double(1.0), double(2.0));
+        let positive = |_| FieldStats {
+            lower: Some(&one),
+            upper: Some(&two),
+            has_nan: Some(false),
+            ..Default::default()
+        };
+        assert!(!might_match(&cmp(CmpOp::LtEq, 0.0), &positive));
+    }
 }

@@ -251,3 +251,121 @@ impl AsyncFileReader for NanSafeReader {
             .boxed()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap as Map;
+
+    use arrow::array::{Float64Array, Int64Array, RecordBatch};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use bytes::Bytes;
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
+    use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+    use parquet::file::metadata::PageIndexPolicy;
+    use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+    use super::*;
+
+    /// A file whose column `f` (field id 2) holds NaN next to 1.0..=3.0, written by arrow-rs
+    /// (which, like pyarrow, leaves NaN out of min/max), with page statistics and a bloom
+    /// filter; `id` (field id 1) is an integer column.
+    fn footer() -> Arc<ParquetMetaData> {
+        let field = |name: &str, t: DataType, id: &str| {
+            Field::new(name, t, true).with_metadata(Map::from([(
+                PARQUET_FIELD_ID_META_KEY.to_string(),
+                id.to_string(),
+            )]))
+        };
+        let schema = Arc::new(Schema::new(vec![
+            field("id", DataType::Int64, "1"),
+            field("f", DataType::Float64, "2"),
+        ]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2, 3, 4, 5])),
+                Arc::new(Float64Array::from(vec![
+                    Some(1.0),
+                    Some(f64::NAN),
+                    None,
+                    Some(3.0),
+                    Some(2.0),
+                ])),
+            ],
+        )
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_bloom_filter_enabled(true)
+            .build();
+        let mut buffer = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut buffer, schema, Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+        let metadata = ArrowReaderMetadata::load(&Bytes::from(buffer), options).unwrap();
+        Arc::clone(metadata.metadata())
+    }
+
+    fn min_max(metadata: &ParquetMetaData, column: usize) -> (bool, Option<u64>) {
+        let stats = metadata.row_group(0).column(column).statistics().unwrap();
+        (stats.min_bytes_opt().is_some(), stats.null_count_opt())
+    }
+
+    #[test]
+    fn writers_leave_nan_out_of_float_min_max() {
+        // The premise of the module: max is 3.0 although NaN is there.
+        let metadata = footer();
+        match metadata.row_group(0).column(1).statistics().unwrap() {
+            Statistics::Double(s) => {
+                assert_eq!((s.min_opt(), s.max_opt()), (Some(&1.0), Some(&3.0)));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn float_columns_that_may_hold_nan_lose_min_max_page_index_and_bloom_filter() {
+        let original = footer();
+        assert!(
+            original
+                .row_group(0)
+                .column(1)
+                .bloom_filter_offset()
+                .is_some()
+        );
+        let safe = nan_safe_metadata(Arc::clone(&original), |_| false);
+        // Float column: no min/max, null count kept, no page bounds, no bloom filter.
+        assert_eq!(min_max(&safe, 1), (false, Some(1)));
+        assert!(safe.row_group(0).column(1).bloom_filter_offset().is_none());
+        assert!(matches!(
+            safe.column_index().unwrap()[0][1],
+            ColumnIndexMetaData::NONE
+        ));
+        // Other columns untouched.
+        assert_eq!(min_max(&safe, 0), (true, Some(0)));
+        assert!(matches!(
+            safe.column_index().unwrap()[0][0],
+            ColumnIndexMetaData::INT64(_)
+        ));
+        assert_eq!(
+            safe.row_group(0).column(0).bloom_filter_offset(),
+            original.row_group(0).column(0).bloom_filter_offset()
+        );
+    }
+
+    #[test]
+    fn columns_known_nan_free_keep_their_statistics() {
+        let original = footer();
+        let mut known = NanFreeColumns::default();
+        known.insert("data/a.parquet".into(), vec![2]);
+        let safe = nan_safe_metadata(Arc::clone(&original), |id| {
+            known.is_nan_free("data/a.parquet", id)
+        });
+        assert!(Arc::ptr_eq(&safe, &original));
+        // Another file, or a column without a field id, is not known.
+        assert!(!known.is_nan_free("data/b.parquet", Some(2)));
+        assert!(!known.is_nan_free("data/a.parquet", None));
+    }
+}

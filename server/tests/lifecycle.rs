@@ -1,4 +1,5 @@
-//! The `petrel` binary's lifecycle and guard rails: the embedded default, graceful SIGTERM,
+//! The `petrel` binary's lifecycle and guard rails: the embedded default (and its demo table's
+//! history), graceful SIGTERM,
 //! auth (Basic handshake → bearer token), TLS and mTLS, cancellation, the per-query memory
 //! limit, the concurrency limit, and refusing an unauthenticated non-loopback bind.
 
@@ -57,6 +58,72 @@ async fn embedded_default_serves_the_demo_table_and_stops_on_sigterm() {
 
     let status = server.terminate();
     assert!(status.success(), "{status}");
+}
+
+/// The demo table's history (`server/src/demo.rs`): the README's time-travel examples.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_table_has_a_history_with_a_tag_and_a_branch() {
+    let server = Petrel::start(&[]);
+    let mut client = server.client().await;
+    let mut count = async |sql: &str| -> i64 {
+        let b = query(&mut client, sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        b[0].column(0).as_primitive::<Int64Type>().value(0)
+    };
+    assert_eq!(count("SELECT count(*) FROM petrel.demo.seabirds").await, 10);
+    assert_eq!(
+        count("SELECT count(*) FROM petrel.demo.seabirds FOR VERSION AS OF 'v1'").await,
+        4
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM seabirds VERSION AS OF 'audit'").await,
+        11
+    );
+    assert_eq!(
+        count(
+            "SELECT count(*) FROM petrel.demo.seabirds \
+             FOR TIMESTAMP AS OF TIMESTAMP '2026-07-01 00:00:00'"
+        )
+        .await,
+        7
+    );
+    // Snapshot ids are random: take the second commit's from the table's metadata file.
+    let metadata_dir = server
+        .dir
+        .path()
+        .join("petrel-warehouse/demo/seabirds/metadata");
+    let files: Vec<_> = std::fs::read_dir(&metadata_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".metadata.json"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    let log = metadata["snapshot-log"].as_array().unwrap();
+    assert_eq!(log.len(), 3, "main has three commits: {log:?}");
+    let second = log[1]["snapshot-id"].as_i64().unwrap();
+    assert_eq!(
+        count(&format!(
+            "SELECT count(*) FROM seabirds FOR VERSION AS OF {second}"
+        ))
+        .await,
+        7
+    );
+    // The branch's commit is not on main.
+    let b = query(
+        &mut client,
+        "SELECT species FROM seabirds VERSION AS OF 'audit' WHERE id = 11",
+    )
+    .await
+    .unwrap();
+    assert_eq!(b[0].column(0).as_string::<i32>().value(0), "Fea's petrel");
+    let b = query(&mut client, "SELECT count(*) FROM seabirds WHERE id = 11")
+        .await
+        .unwrap();
+    assert_eq!(b[0].column(0).as_primitive::<Int64Type>().value(0), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

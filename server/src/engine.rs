@@ -263,11 +263,13 @@ impl QueryEngine {
         ))
     }
 
-    /// Runs a ticket's statement: once, or once per bound parameter row with the results
-    /// concatenated. Returns the result schema and the stream of batches.
+    /// Runs a ticket's statement for `user`: once, or once per bound parameter row with the
+    /// results concatenated. Returns the result schema and the stream of batches (which logs
+    /// the query when it ends: `telemetry`).
     pub async fn execute(
         &self,
         ticket: StatementTicket,
+        user: &str,
     ) -> Result<(SchemaRef, BoxStream<'static, Result<RecordBatch, Status>>), Status> {
         if self.was_cancelled(&ticket.query_id) {
             return Err(Status::cancelled("query was cancelled"));
@@ -327,10 +329,12 @@ impl QueryEngine {
             _permit: permit,
             registry: Arc::clone(&self.running),
             id,
+            user: user.to_string(),
             sql: ticket.sql,
             started: Instant::now(),
             rows: 0,
             outcome: "dropped by the client",
+            error: None,
         };
         Ok((schema, guarded.boxed()))
     }
@@ -401,9 +405,10 @@ fn bind(frame: DataFrame, values: Vec<ScalarValue>) -> Result<DataFrame, Status>
         }
         let value = match types.get(id).cloned().flatten() {
             Some(ty) if ty != value.data_type() && !value.is_null() => {
+                // (The value itself stays out of the message, which the query log records.)
                 value.cast_to(&ty).map_err(|_| {
                     Status::invalid_argument(format!(
-                        "parameter {id}: a {} value ({value}) cannot be used where {ty} is expected",
+                        "parameter {id}: a {} value cannot be used where {ty} is expected",
                         value.data_type()
                     ))
                 })?
@@ -464,10 +469,13 @@ struct QueryStream {
     _permit: OwnedSemaphorePermit,
     registry: Arc<Mutex<HashMap<Bytes, CancellationToken>>>,
     id: Bytes,
+    user: String,
     sql: String,
     started: Instant,
     rows: usize,
     outcome: &'static str,
+    /// The status the stream ended with, when it failed.
+    error: Option<Status>,
 }
 
 impl Stream for QueryStream {
@@ -490,9 +498,10 @@ impl Stream for QueryStream {
                 self.done = true;
                 self.outcome = "complete";
             }
-            Poll::Ready(Some(Err(_))) => {
+            Poll::Ready(Some(Err(status))) => {
                 self.done = true;
                 self.outcome = "failed";
+                self.error = Some(status.clone());
             }
             Poll::Ready(Some(Ok(batch))) => self.rows += batch.num_rows(),
             Poll::Pending => {}
@@ -503,13 +512,20 @@ impl Stream for QueryStream {
 
 impl Drop for QueryStream {
     fn drop(&mut self) {
-        tracing::info!(
-            sql = %self.sql,
-            rows = self.rows,
-            elapsed_ms = self.started.elapsed().as_millis() as u64,
-            outcome = self.outcome,
-            "query"
-        );
+        match &self.error {
+            Some(status) => {
+                crate::telemetry::query_failed(Some(&self.id), &self.user, &self.sql, status)
+            }
+            None => tracing::info!(
+                query_id = %crate::telemetry::query_id_hex(&self.id),
+                user = %self.user,
+                sql = %self.sql,
+                rows = self.rows,
+                elapsed_ms = self.started.elapsed().as_millis() as u64,
+                outcome = self.outcome,
+                "query"
+            ),
+        }
         if !self.id.is_empty()
             && let Ok(mut r) = self.registry.lock()
         {

@@ -1,15 +1,16 @@
 //! The `petrel` binary's lifecycle and guard rails: the embedded default (and its demo table's
-//! history), graceful SIGTERM,
+//! history), the log line of a failed query, graceful SIGTERM,
 //! auth (Basic handshake → bearer token), TLS and mTLS, cancellation, the per-query memory
 //! limit, the concurrency limit, and refusing an unauthenticated non-loopback bind.
 
 mod common;
 
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::AsArray;
-use arrow::datatypes::Int64Type;
+use arrow::array::{AsArray, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::sql::CommandGetPrimaryKeys;
 use arrow_flight::sql::client::FlightSqlServiceClient;
@@ -124,6 +125,77 @@ async fn demo_table_has_a_history_with_a_tag_and_a_branch() {
         .await
         .unwrap();
     assert_eq!(b[0].column(0).as_primitive::<Int64Type>().value(0), 0);
+}
+
+/// A failed query leaves one `query failed` line with its id, user, gRPC code and message,
+/// and never the values bound to its parameters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_queries_are_logged_without_parameter_values() {
+    let hash = petrel_server::auth::hash_password("pw").unwrap();
+    let user = format!("erin:{hash}");
+    let server = Petrel::start(&["--user", &user]);
+    let mut client = server.client().await;
+    client.handshake("erin", "pw").await.unwrap();
+
+    let e = query(&mut client, "SELECT * FROM no_such_table")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e}");
+    let e = query(&mut client, "SELEC 1").await.unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+    let mut stmt = client
+        .prepare("SELECT species FROM seabirds WHERE id = $1".into(), None)
+        .await
+        .unwrap();
+    stmt.set_parameters(
+        RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new("0", DataType::Utf8, false)])),
+            vec![Arc::new(StringArray::from(vec!["secret-value-42"]))],
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let e = to_status(stmt.execute().await.unwrap_err());
+    assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+    assert!(
+        query(&mut client, "SELECT count(*) FROM seabirds")
+            .await
+            .is_ok()
+    );
+
+    // The log is written as the calls fail; give the last line a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let log = loop {
+        let log = server.log();
+        if log.matches("query failed").count() >= 3 || Instant::now() > deadline {
+            break log;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("query failed")).collect();
+    assert_eq!(failed.len(), 3, "{log}");
+    for line in &failed {
+        assert!(line.contains("user=erin"), "{line}");
+        assert!(line.contains("query_id="), "{line}");
+    }
+    assert!(
+        failed[0].contains("NotFound") && failed[0].contains("no_such_table"),
+        "{}",
+        failed[0]
+    );
+    assert!(failed[1].contains("InvalidArgument"), "{}", failed[1]);
+    assert!(
+        failed[2].contains("InvalidArgument") && failed[2].contains("$1"),
+        "{}",
+        failed[2]
+    );
+    assert!(!log.contains("secret-value-42"), "{log}");
+    // The successful query is logged as one too, with its user.
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" query ") && l.contains("outcome") && l.contains("erin")),
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

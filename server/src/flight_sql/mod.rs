@@ -37,10 +37,12 @@ use arrow_flight::{Action, ActionType, FlightDescriptor, FlightInfo, Ticket};
 use prost::Message;
 use tonic::{Request, Response, Status};
 
+use crate::auth::Identity;
 use crate::engine::QueryEngine;
 use crate::error::to_status;
 use crate::session::SessionStore;
-use crate::tickets::decode_statement;
+use crate::telemetry::query_failed;
+use crate::tickets::{decode_handle, decode_statement};
 use statement::{DoGetStream, flight_info, one_batch};
 
 /// Action names beyond the Flight SQL trait that [`service::PetrelService`] answers.
@@ -126,6 +128,20 @@ impl PetrelFlightSql {
     }
 }
 
+/// Who made a call, for the query log: the user [`service::PetrelService`] authenticated, or
+/// `anonymous` (authentication off, or a call that did not pass through it).
+pub(crate) fn caller<T>(request: &Request<T>) -> String {
+    match request.extensions().get::<Identity>() {
+        Some(Identity::User(name)) => name.clone(),
+        _ => "anonymous".to_string(),
+    }
+}
+
+/// The SQL of a prepared-statement handle (for the log of a failure; empty if malformed).
+fn handle_sql(handle: &[u8]) -> String {
+    decode_handle(handle).map(|h| h.sql).unwrap_or_default()
+}
+
 fn read_only(what: &str) -> Status {
     Status::permission_denied(format!(
         "{what}: Petrel is read-only for now (only queries are accepted)"
@@ -147,20 +163,26 @@ impl FlightSqlService for PetrelFlightSql {
             return Err(Status::invalid_argument("transactions are not supported"));
         }
         let session = self.sessions.current(&request);
-        let (info, _) =
-            statement::plan_statement(&self.engine, &query.query, session, request.into_inner())
-                .await?;
+        let user = caller(&request);
+        let (info, _) = statement::plan_statement(
+            &self.engine,
+            &query.query,
+            session,
+            &user,
+            request.into_inner(),
+        )
+        .await?;
         Ok(Response::new(info))
     }
 
     async fn do_get_statement(
         &self,
         ticket: TicketStatementQuery,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let t = decode_statement(&ticket.statement_handle)?;
         Ok(Response::new(
-            statement::execute_ticket(&self.engine, t).await?,
+            statement::execute_ticket(&self.engine, t, &caller(&request)).await?,
         ))
     }
 
@@ -199,7 +221,10 @@ impl FlightSqlService for PetrelFlightSql {
         request: Request<Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         let session = self.sessions.current(&request);
-        prepared::create(&self.engine, query, session).await
+        let (user, sql) = (caller(&request), query.query.clone());
+        prepared::create(&self.engine, query, session)
+            .await
+            .inspect_err(|s| query_failed(None, &user, &sql, s))
     }
 
     async fn do_action_close_prepared_statement(
@@ -216,7 +241,13 @@ impl FlightSqlService for PetrelFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
-        prepared::bind(&self.engine, &self.bound, query, request.into_inner()).await
+        let (user, sql) = (
+            caller(&request),
+            handle_sql(&query.prepared_statement_handle),
+        );
+        prepared::bind(&self.engine, &self.bound, query, request.into_inner())
+            .await
+            .inspect_err(|s| query_failed(None, &user, &sql, s))
     }
 
     async fn get_flight_info_prepared_statement(
@@ -224,17 +255,21 @@ impl FlightSqlService for PetrelFlightSql {
         cmd: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        Ok(Response::new(
-            prepared::flight_info_for(&self.engine, &self.bound, cmd, request.into_inner()).await?,
-        ))
+        let (user, sql) = (caller(&request), handle_sql(&cmd.prepared_statement_handle));
+        let info = prepared::flight_info_for(&self.engine, &self.bound, cmd, request.into_inner())
+            .await
+            .inspect_err(|s| query_failed(None, &user, &sql, s))?;
+        Ok(Response::new(info))
     }
 
     async fn do_get_prepared_statement(
         &self,
         query: CommandPreparedStatementQuery,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        Ok(Response::new(prepared::execute(&self.engine, query).await?))
+        Ok(Response::new(
+            prepared::execute(&self.engine, query, &caller(&request)).await?,
+        ))
     }
 
     async fn do_put_prepared_statement_update(

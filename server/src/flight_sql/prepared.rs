@@ -207,6 +207,7 @@ pub(crate) async fn flight_info_for(
 pub(crate) async fn execute(
     engine: &QueryEngine,
     cmd: CommandPreparedStatementQuery,
+    user: &str,
 ) -> Result<DoGetStream, Status> {
     let handle = decode_handle(&cmd.prepared_statement_handle)?;
     let ticket = statement_ticket(
@@ -214,5 +215,5 @@ pub(crate) async fn execute(
         handle.session.clone().unwrap_or_default(),
         handle.parameters.clone(),
     );
-    execute_ticket(engine, ticket).await
+    execute_ticket(engine, ticket, user).await
 }

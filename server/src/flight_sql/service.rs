@@ -47,8 +47,12 @@ impl PetrelService {
         Self { inner, auth }
     }
 
-    fn check<T>(&self, request: &Request<T>) -> Result<(), Status> {
-        self.auth.check(request.metadata()).map(|_| ())
+    /// Checks the call's credentials and records who made it in the request's extensions
+    /// (read by [`crate::flight_sql::caller`] for the query log).
+    fn check<T>(&self, request: &mut Request<T>) -> Result<(), Status> {
+        let who = self.auth.check(request.metadata())?;
+        request.extensions_mut().insert(who);
+        Ok(())
     }
 
     fn action_result(body: impl Message) -> Response<BoxStream<arrow_flight::Result>> {
@@ -125,26 +129,26 @@ impl FlightService for PetrelService {
 
     async fn list_flights(
         &self,
-        request: Request<Criteria>,
+        mut request: Request<Criteria>,
     ) -> Result<Response<Self::ListFlightsStream>, Status> {
-        self.check(&request)?;
+        self.check(&mut request)?;
         // Flights are per query; there is nothing standing to list.
         Ok(Response::new(Box::pin(futures::stream::empty())))
     }
 
     async fn get_flight_info(
         &self,
-        request: Request<FlightDescriptor>,
+        mut request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.check(&request)?;
+        self.check(&mut request)?;
         FlightService::get_flight_info(&self.inner, request).await
     }
 
     async fn poll_flight_info(
         &self,
-        request: Request<FlightDescriptor>,
+        mut request: Request<FlightDescriptor>,
     ) -> Result<Response<PollInfo>, Status> {
-        self.check(&request)?;
+        self.check(&mut request)?;
         // Planning is synchronous and execution is driven by DoGet, so the first poll already
         // returns the complete FlightInfo (no further descriptor to poll).
         let info = FlightService::get_flight_info(&self.inner, request)
@@ -160,9 +164,9 @@ impl FlightService for PetrelService {
 
     async fn get_schema(
         &self,
-        request: Request<FlightDescriptor>,
+        mut request: Request<FlightDescriptor>,
     ) -> Result<Response<SchemaResult>, Status> {
-        self.check(&request)?;
+        self.check(&mut request)?;
         let info = FlightService::get_flight_info(&self.inner, request)
             .await?
             .into_inner();
@@ -173,9 +177,9 @@ impl FlightService for PetrelService {
 
     async fn do_get(
         &self,
-        request: Request<Ticket>,
+        mut request: Request<Ticket>,
     ) -> Result<Response<Self::DoGetStream>, Status> {
-        self.check(&request)?;
+        self.check(&mut request)?;
         // Reject tickets that are not Flight SQL commands with a clear message.
         if Any::decode(request.get_ref().ticket.clone())
             .ok()
@@ -191,33 +195,33 @@ impl FlightService for PetrelService {
 
     async fn do_put(
         &self,
-        request: Request<Streaming<FlightData>>,
+        mut request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
-        self.check(&request)?;
+        self.check(&mut request)?;
         FlightService::do_put(&self.inner, request).await
     }
 
     async fn do_exchange(
         &self,
-        request: Request<Streaming<FlightData>>,
+        mut request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
-        self.check(&request)?;
+        self.check(&mut request)?;
         Err(Status::unimplemented("DoExchange is not supported"))
     }
 
     async fn list_actions(
         &self,
-        request: Request<Empty>,
+        mut request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
-        self.check(&request)?;
+        self.check(&mut request)?;
         FlightService::list_actions(&self.inner, request).await
     }
 
     async fn do_action(
         &self,
-        request: Request<Action>,
+        mut request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        self.check(&request)?;
+        self.check(&mut request)?;
         let sessions = self.inner.sessions();
         match request.get_ref().r#type.as_str() {
             "CancelFlightInfo" => {

@@ -15,6 +15,7 @@ use tonic::Status;
 use crate::engine::QueryEngine;
 use crate::error::to_status;
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
+use crate::telemetry::query_failed;
 use crate::tickets::{statement_ticket, to_flight_ticket};
 
 /// The DoGet stream type of the service.
@@ -36,35 +37,55 @@ pub(crate) fn flight_info(
         .with_total_bytes(-1))
 }
 
-/// Plans `sql` and returns its FlightInfo (and the ticket inside it).
+/// Plans `sql` and returns its FlightInfo (and the ticket inside it). A failure is logged
+/// with the query id the ticket would have had.
 pub(crate) async fn plan_statement(
     engine: &QueryEngine,
     sql: &str,
     session: SessionDefaults,
+    user: &str,
     descriptor: FlightDescriptor,
 ) -> Result<(FlightInfo, StatementTicket), Status> {
-    let planned = engine.plan(sql, &session, None).await?;
-    if !QueryEngine::parameter_schema(&planned.frame)?
-        .fields()
-        .is_empty()
-    {
-        return Err(Status::invalid_argument(
-            "the statement has parameters ($1 or ?): use a prepared statement and bind values",
-        ));
+    let ticket = statement_ticket(sql, session.clone(), Default::default());
+    let result = async {
+        let planned = engine.plan(sql, &session, None).await?;
+        if !QueryEngine::parameter_schema(&planned.frame)?
+            .fields()
+            .is_empty()
+        {
+            return Err(Status::invalid_argument(
+                "the statement has parameters ($1 or ?): use a prepared statement and bind values",
+            ));
+        }
+        let info = flight_info(&planned.schema, to_flight_ticket(&ticket), descriptor)?;
+        engine.keep_plan(&ticket, planned);
+        Ok(info)
     }
-    let ticket = statement_ticket(sql, session, Default::default());
-    let info = flight_info(&planned.schema, to_flight_ticket(&ticket), descriptor)?;
-    engine.keep_plan(&ticket, planned);
-    Ok((info, ticket))
+    .await;
+    match result {
+        Ok(info) => Ok((info, ticket)),
+        Err(status) => {
+            query_failed(Some(&ticket.query_id), user, sql, &status);
+            Err(status)
+        }
+    }
 }
 
-/// Runs a ticket and encodes its batches as Flight data.
+/// Runs a ticket for `user` and encodes its batches as Flight data. A failure before the
+/// first batch is logged here, one while streaming by the engine's query stream.
 pub(crate) async fn execute_ticket(
     engine: &QueryEngine,
     ticket: StatementTicket,
+    user: &str,
 ) -> Result<DoGetStream, Status> {
-    let (schema, stream) = engine.execute(ticket).await?;
-    Ok(encode(schema, stream))
+    let (id, sql) = (ticket.query_id.clone(), ticket.sql.clone());
+    match engine.execute(ticket, user).await {
+        Ok((schema, stream)) => Ok(encode(schema, stream)),
+        Err(status) => {
+            query_failed(Some(&id), user, &sql, &status);
+            Err(status)
+        }
+    }
 }
 
 /// Encodes a batch stream with its schema (sent first, even when there are no batches).

@@ -6,6 +6,9 @@
 //! With no flags at all `petrel` serves the embedded default (see [`crate::demo`]): a SQLite
 //! SQL catalog in `./petrel-warehouse`, created with a demo table if missing.
 //!
+//! Every key, with its default and variable, is in [`DEFAULT_TOML`] (`petrel config
+//! --print-default`) and `docs/configuration.md`. In short:
+//!
 //! ```toml
 //! bind = "127.0.0.1:50051"
 //! default_catalog = "iceberg"
@@ -41,9 +44,28 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 use serde::Deserialize;
 
+/// Text after `--help` of `petrel` and `petrel serve`.
+const SERVE_AFTER_HELP: &str = "\
+Settings come from flags, then PETREL_* environment variables, then the TOML file given by
+--config, then built-in defaults (the first that sets a value wins). `petrel config
+--print-default` prints every TOML key with its default; docs/configuration.md describes them.
+
+Logging goes to stderr; RUST_LOG filters it (default: warn,petrel=info,petrel_server=info).
+Each query logs one line: `query` when it finished, `query failed` with its gRPC code otherwise.
+
+With no catalog configured, petrel serves the embedded demo warehouse ./petrel-warehouse
+(--data-dir) as catalog `petrel`, with the table petrel.demo.seabirds.";
+
 /// `petrel`: an Arrow Flight SQL server for Apache Iceberg tables.
 #[derive(Debug, Parser)]
-#[command(name = "petrel", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "petrel",
+    version,
+    about,
+    long_about = None,
+    args_conflicts_with_subcommands = true,
+    after_help = SERVE_AFTER_HELP
+)]
 pub struct Cli {
     /// What to do; `serve` when omitted.
     #[command(subcommand)]
@@ -57,12 +79,19 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve Flight SQL (the default).
+    #[command(after_help = SERVE_AFTER_HELP)]
     Serve(Box<ServeArgs>),
     /// Print an Argon2id hash of a password (read from stdin, or `--password`) for `[[user]]`.
     HashPassword {
         /// The password; read from the first line of stdin when omitted.
-        #[arg(long, env = "PETREL_PASSWORD")]
+        #[arg(long, env = "PETREL_PASSWORD", hide_env_values = true)]
         password: Option<String>,
+    },
+    /// Configuration helpers.
+    Config {
+        /// Print a commented TOML file with every key at its default (for `--config`).
+        #[arg(long)]
+        print_default: bool,
     },
 }
 
@@ -73,27 +102,31 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_CONFIG")]
     pub config: Option<PathBuf>,
 
-    /// Address to listen on.
+    /// Address to listen on [default: 127.0.0.1:50051].
     #[arg(long, env = "PETREL_BIND")]
     pub bind: Option<SocketAddr>,
 
-    /// A filesystem (Hadoop layout) warehouse directory, served as catalog `iceberg`.
+    /// A filesystem (Hadoop layout) warehouse directory, served as catalog `iceberg` (added
+    /// to, or replacing an `iceberg` in, the file's catalogs) [default: none].
     #[arg(long, env = "PETREL_WAREHOUSE")]
     pub warehouse: Option<PathBuf>,
 
-    /// Directory of the embedded default (used when no catalog is configured).
+    /// Directory of the embedded default, used when no catalog is configured [default:
+    /// petrel-warehouse].
     #[arg(long, env = "PETREL_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
 
-    /// Catalog used for unqualified table names.
+    /// Catalog used for unqualified table names [default: the first catalog].
     #[arg(long, env = "PETREL_DEFAULT_CATALOG")]
     pub default_catalog: Option<String>,
 
-    /// Schema (Iceberg namespace) used for unqualified table names.
+    /// Schema (Iceberg namespace) used for unqualified table names [default: `demo` for the
+    /// embedded default, else `default` if the catalog has it, else its first namespace].
     #[arg(long, env = "PETREL_DEFAULT_SCHEMA")]
     pub default_schema: Option<String>,
 
-    /// A user as `NAME:ARGON2_PHC_HASH` (repeatable; space-separated in the variable).
+    /// A user as `NAME:ARGON2_PHC_HASH` (repeatable; space-separated in the variable). No
+    /// users: authentication is off [default: none].
     #[arg(long = "user", env = "PETREL_USERS", value_delimiter = ' ')]
     pub users: Vec<String>,
 
@@ -102,11 +135,11 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_TOKEN_SECRET", hide_env_values = true)]
     pub token_secret: Option<String>,
 
-    /// Lifetime of a bearer token in seconds.
+    /// Lifetime of a bearer token in seconds [default: 43200].
     #[arg(long, env = "PETREL_TOKEN_TTL_SECS")]
     pub token_ttl_secs: Option<u64>,
 
-    /// Allow serving without authentication on a non-loopback address.
+    /// Allow serving without authentication on a non-loopback address [default: false].
     #[arg(long, env = "PETREL_ALLOW_UNAUTHENTICATED_REMOTE")]
     pub allow_unauthenticated_remote: bool,
 
@@ -122,20 +155,20 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_TLS_CLIENT_CA")]
     pub tls_client_ca: Option<PathBuf>,
 
-    /// Memory one query may use, e.g. `512MiB`, `2GiB` (0: unlimited).
+    /// Memory one query may use, e.g. `512MiB`, `2GiB` (0: unlimited) [default: 0].
     #[arg(long, env = "PETREL_QUERY_MEMORY_LIMIT")]
     pub query_memory_limit: Option<String>,
 
     /// Queries executing at once; more wait up to `--queue-timeout-secs`, then fail with
-    /// RESOURCE_EXHAUSTED.
+    /// RESOURCE_EXHAUSTED [default: 16].
     #[arg(long, env = "PETREL_MAX_CONCURRENT_QUERIES")]
     pub max_concurrent_queries: Option<usize>,
 
-    /// Seconds a query waits for a free execution slot.
+    /// Seconds a query waits for a free execution slot [default: 30].
     #[arg(long, env = "PETREL_QUEUE_TIMEOUT_SECS")]
     pub queue_timeout_secs: Option<u64>,
 
-    /// DataFusion target partitions (parallelism of one query); default: number of cores.
+    /// DataFusion target partitions (parallelism of one query) [default: number of cores].
     #[arg(long, env = "PETREL_TARGET_PARTITIONS")]
     pub target_partitions: Option<usize>,
 
@@ -243,7 +276,7 @@ pub struct TlsConfig {
 }
 
 /// Everything the server needs, resolved from flags, environment, file and defaults.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ServerConfig {
     /// Listen address.
     pub bind: SocketAddr,
@@ -281,6 +314,85 @@ pub struct ServerConfig {
 pub const DEFAULT_BIND: &str = "127.0.0.1:50051";
 /// Default embedded-warehouse directory (relative to the working directory).
 pub const DEFAULT_DATA_DIR: &str = "petrel-warehouse";
+/// Default limit of queries executing at once.
+pub const DEFAULT_MAX_CONCURRENT_QUERIES: usize = 16;
+/// Default seconds a query waits for an execution slot.
+pub const DEFAULT_QUEUE_TIMEOUT_SECS: u64 = 30;
+/// Default bearer-token lifetime in seconds (12 hours).
+pub const DEFAULT_TOKEN_TTL_SECS: u64 = 12 * 3600;
+
+/// `petrel config --print-default`: every key of the TOML file, set to its default or (for
+/// keys without a fixed default, and the tables) commented out with an example. Loading it
+/// gives the same configuration as no file at all (a test checks that).
+pub const DEFAULT_TOML: &str = r#"# Petrel configuration (`petrel --config FILE`). Every key is optional; the values below are
+# the defaults. A flag or PETREL_* environment variable overrides the file.
+# docs/configuration.md describes each key.
+
+# Address to listen on (PETREL_BIND). A non-loopback address needs [[user]] entries, or
+# allow_unauthenticated_remote set to true.
+bind = "127.0.0.1:50051"
+
+# Serve a non-loopback address without authentication (PETREL_ALLOW_UNAUTHENTICATED_REMOTE).
+allow_unauthenticated_remote = false
+
+# Catalog and schema (Iceberg namespace) of unqualified table names
+# (PETREL_DEFAULT_CATALOG, PETREL_DEFAULT_SCHEMA). Defaults: the first [[catalog]]; `demo`
+# for the embedded default, else `default` if the catalog has it, else its first namespace.
+# default_catalog = "iceberg"
+# default_schema = "db"
+
+# Directory of the embedded demo warehouse, served when no [[catalog]] is configured
+# (PETREL_DATA_DIR). Relative paths are relative to the working directory.
+data_dir = "petrel-warehouse"
+
+# Memory one query may use: 512MiB, 2GiB, 1.5GB, ... "0" is unlimited
+# (PETREL_QUERY_MEMORY_LIMIT). A query over it fails with RESOURCE_EXHAUSTED.
+query_memory_limit = "0"
+
+# Queries executing at once (PETREL_MAX_CONCURRENT_QUERIES); more wait up to
+# queue_timeout_secs (PETREL_QUEUE_TIMEOUT_SECS), then fail with RESOURCE_EXHAUSTED.
+max_concurrent_queries = 16
+queue_timeout_secs = 30
+
+# DataFusion target partitions, the parallelism of one query (PETREL_TARGET_PARTITIONS).
+# Default: the number of cores.
+# target_partitions = 4
+
+# Catalogs, in order (none: the embedded default). `--warehouse DIR` (PETREL_WAREHOUSE) adds a
+# filesystem catalog named `iceberg`.
+#
+# [[catalog]]
+# name = "iceberg"             # the name in SQL: iceberg.<namespace>.<table>
+# type = "filesystem"          # a warehouse directory in Iceberg's Hadoop layout
+# warehouse = "/data/warehouse"
+#
+# [[catalog]]
+# name = "lake"
+# type = "sql"                 # PyIceberg SqlCatalog / Iceberg JdbcCatalog in a SQLite file
+# path = "/data/lake/catalog.db"
+# catalog_name = "default"     # its catalog_name column (default: name)
+
+# Users (none: authentication is off). `petrel hash-password` prints a hash. `--user
+# NAME:HASH` (PETREL_USERS, space-separated) adds or replaces one.
+#
+# [[user]]
+# name = "alice"
+# password_hash = "$argon2id$v=19$m=19456,t=2,p=1$..."
+
+[auth]
+# Secret that signs bearer tokens (PETREL_TOKEN_SECRET). Default: random per process, so
+# tokens do not survive a restart and replicas do not accept each other's.
+# token_secret = "a long random string"
+# Token lifetime in seconds (PETREL_TOKEN_TTL_SECS).
+token_ttl_secs = 43200
+
+# TLS (PETREL_TLS_CERT, PETREL_TLS_KEY, PETREL_TLS_CLIENT_CA). Default: plain text.
+#
+# [tls]
+# cert = "/etc/petrel/server.pem"   # certificate chain (PEM)
+# key = "/etc/petrel/server.key"    # private key (PEM)
+# client_ca = "/etc/petrel/ca.pem"  # optional: require client certificates (mTLS)
+"#;
 
 impl ServeArgs {
     /// Merges flags over the TOML file (if any) over defaults.
@@ -343,7 +455,7 @@ impl ServeArgs {
         let max_concurrent_queries = self
             .max_concurrent_queries
             .or(file.max_concurrent_queries)
-            .unwrap_or(16);
+            .unwrap_or(DEFAULT_MAX_CONCURRENT_QUERIES);
         if max_concurrent_queries == 0 {
             return Err("max_concurrent_queries must be at least 1".into());
         }
@@ -365,7 +477,7 @@ impl ServeArgs {
             token_ttl_secs: self
                 .token_ttl_secs
                 .or(file.auth.token_ttl_secs)
-                .unwrap_or(12 * 3600),
+                .unwrap_or(DEFAULT_TOKEN_TTL_SECS),
             allow_unauthenticated_remote: self.allow_unauthenticated_remote
                 || file.allow_unauthenticated_remote.unwrap_or(false),
             tls,
@@ -374,7 +486,7 @@ impl ServeArgs {
             queue_timeout_secs: self
                 .queue_timeout_secs
                 .or(file.queue_timeout_secs)
-                .unwrap_or(30),
+                .unwrap_or(DEFAULT_QUEUE_TIMEOUT_SECS),
             target_partitions: self.target_partitions.or(file.target_partitions),
             port_file: self.port_file.clone(),
         })
@@ -423,6 +535,43 @@ mod tests {
         assert_eq!(parse_bytes("2GiB").unwrap(), 2 << 30);
         assert_eq!(parse_bytes("512 MB").unwrap(), 512_000_000);
         assert!(parse_bytes("12 parsecs").is_err());
+    }
+
+    #[test]
+    fn printed_default_config_is_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("petrel.toml");
+        std::fs::write(&path, DEFAULT_TOML).unwrap();
+        let from_file = ServeArgs {
+            config: Some(path),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(from_file, ServeArgs::default().resolve().unwrap());
+        assert_eq!(from_file.bind.to_string(), DEFAULT_BIND);
+    }
+
+    #[test]
+    fn printed_default_config_examples_parse() {
+        // The commented-out examples, uncommented, are valid keys too.
+        let looks_like_toml = |l: &str| {
+            l.starts_with('[') || l.split_once(" = ").is_some_and(|(k, _)| !k.contains(' '))
+        };
+        let uncommented: String = DEFAULT_TOML
+            .lines()
+            .filter_map(|l| match l.strip_prefix("# ") {
+                Some(example) if looks_like_toml(example) => Some(example),
+                _ if l.starts_with('#') => None,
+                _ => Some(l),
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let file: FileConfig = toml::from_str(&uncommented).unwrap();
+        assert_eq!(file.catalogs.len(), 2);
+        assert_eq!(file.users.len(), 1);
+        assert!(file.tls.is_some_and(|t| t.client_ca.is_some()));
+        assert!(file.default_catalog.is_some() && file.target_partitions.is_some());
     }
 
     #[test]

@@ -33,6 +33,17 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::Config { print_default }) => {
+            if print_default {
+                print!("{}", petrel_server::config::DEFAULT_TOML);
+                ExitCode::SUCCESS
+            } else {
+                eprintln!(
+                    "petrel config: nothing to do; `petrel config --print-default` prints the default configuration"
+                );
+                ExitCode::from(2)
+            }
+        }
         Some(Command::Serve(args)) => serve(*args),
         None => serve(cli.serve),
     }

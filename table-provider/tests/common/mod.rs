@@ -409,3 +409,126 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// The tables of a corpus-format directory (`index.json`, `expected/<table>.json`).
+pub fn corpus_tables(dir: &std::path::Path) -> Vec<(String, Value)> {
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("index.json")).expect("corpus index.json"))
+            .expect("index json");
+    index["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .map(|t| {
+            let name = t["table"].as_str().expect("name").to_string();
+            let path = dir.join("expected").join(format!("{name}.json"));
+            let expected = serde_json::from_slice(&std::fs::read(path).expect("expected json"))
+                .expect("expected json parses");
+            (name, expected)
+        })
+        .collect()
+}
+
+/// Whether the snapshot `id` of `expected` has live delete files.
+fn has_deletes(expected: &Value, id: i64) -> bool {
+    expected["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .find(|s| s["snapshot_id"].as_i64() == Some(id))
+        .and_then(|s| s["summary"]["total-delete-files"].as_str())
+        .is_some_and(|n| n != "0")
+}
+
+/// One recorded Spark result to compare with.
+pub struct CorpusCase {
+    pub what: String,
+    pub sql: String,
+    pub with_deletes: bool,
+    pub result: Value,
+}
+
+/// Every result Spark recorded for `table` (of catalog `iceberg`, namespace `db`): the current
+/// rows, each snapshot (by id in both syntaxes, and by commit time), each ref, each query.
+pub fn corpus_cases(table: &str, expected: &Value) -> Vec<CorpusCase> {
+    let fq = format!("iceberg.db.{table}");
+    let current_id = expected["refs"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "main"))
+        .and_then(|r| r["snapshot_id"].as_i64())
+        .expect("main ref");
+    let current_deletes = has_deletes(expected, current_id);
+    let case = |what: String, sql: String, with_deletes: bool, result: &Value| CorpusCase {
+        what,
+        sql,
+        with_deletes,
+        result: result.clone(),
+    };
+    let mut cases = vec![case(
+        format!("{table} current"),
+        format!("SELECT * FROM {fq}"),
+        current_deletes,
+        &expected["current"],
+    )];
+    for s in expected["snapshots"].as_array().expect("snapshots") {
+        let id = s["snapshot_id"].as_i64().expect("id");
+        let deletes = has_deletes(expected, id);
+        cases.push(case(
+            format!("{table} snapshot {id}"),
+            format!("SELECT * FROM {fq} VERSION AS OF {id}"),
+            deletes,
+            &s["version_as_of"],
+        ));
+        cases.push(case(
+            format!("{table} snapshot {id} (Trino syntax)"),
+            format!("SELECT * FROM {fq} FOR VERSION AS OF {id}"),
+            deletes,
+            &s["version_as_of"],
+        ));
+        // As of the commit time: the same snapshot.
+        let committed = s["committed_at"].as_str().expect("committed_at");
+        cases.push(case(
+            format!("{table} timestamp {committed}"),
+            format!("SELECT * FROM {fq} FOR TIMESTAMP AS OF TIMESTAMP '{committed}'"),
+            deletes,
+            &s["version_as_of"],
+        ));
+    }
+    for r in expected["refs"].as_array().expect("refs") {
+        let name = r["name"].as_str().expect("ref name");
+        let id = r["snapshot_id"].as_i64().expect("ref id");
+        cases.push(case(
+            format!("{table} ref {name}"),
+            format!("SELECT * FROM {fq} VERSION AS OF '{name}'"),
+            has_deletes(expected, id),
+            &r["version_as_of"],
+        ));
+    }
+    for q in expected["queries"].as_array().expect("queries") {
+        cases.push(case(
+            format!("{table} query {}", q["id"]),
+            q["sql"].as_str().expect("sql").to_string(),
+            current_deletes,
+            &q["result"],
+        ));
+    }
+    cases
+}
+
+/// Runs every case of every table of the corpus-format directory `dir` through `ctx` (the
+/// warehouse registered as catalog `iceberg`) and asserts each result; returns how many
+/// results were compared and how many of them merged deletes.
+pub async fn check_corpus(ctx: &SessionContext, dir: &std::path::Path) -> (usize, usize) {
+    let (mut compared, mut merged) = (0, 0);
+    for (table, expected) in corpus_tables(dir) {
+        for case in corpus_cases(&table, &expected) {
+            let batches = query(ctx, &case.sql)
+                .await
+                .unwrap_or_else(|e| panic!("{}: {} failed: {e}", case.what, case.sql));
+            assert_result(&case.what, &batches, &case.result);
+            compared += 1;
+            merged += usize::from(case.with_deletes);
+        }
+    }
+    (compared, merged)
+}

@@ -40,6 +40,7 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
 
 use crate::error::df_status;
+use crate::information_schema::TruthfulNumericPrecision;
 use crate::plan_cache::PlanCache;
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
 use crate::sql_text::{normalize_sql, order_placeholders};
@@ -129,6 +130,7 @@ impl QueryEngine {
             .with_default_features()
             .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
             .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
+            .with_analyzer_rule(Arc::new(TruthfulNumericPrecision))
             .with_table_factories(HashMap::new())
             .with_table_functions(
                 datafusion::functions_table::all_default_table_functions()

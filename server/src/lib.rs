@@ -27,6 +27,7 @@
 //! - [`sql_text`]: `?` → `$N` placeholders and Superset's bare timestamps, before parsing.
 //! - [`telemetry`]: `tracing` to stderr; one log line per finished query.
 //! - [`demo`]: the embedded default warehouse with a demo table.
+//! - [`information_schema`]: truthful numeric precisions in `information_schema.columns`.
 //! - [`server`]: binds, TLS, graceful shutdown.
 
 pub mod auth;
@@ -35,6 +36,7 @@ pub mod demo;
 pub mod engine;
 pub mod error;
 pub mod flight_sql;
+pub mod information_schema;
 mod locks;
 mod plan_cache;
 pub mod server;

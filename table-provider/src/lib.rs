@@ -30,6 +30,7 @@
 //! - [`provider`]: the `TableProvider`.
 //! - [`time_travel`]: `FOR VERSION AS OF` / `FOR TIMESTAMP AS OF` in SQL.
 //! - [`signed_zero`]: `-0.0 = 0.0` in comparisons with constants, as in Spark and PostgreSQL.
+//! - [`write`]: what writers compute per data file: column metrics, partition paths.
 //! - [`error`]: one error type with table / snapshot / file context.
 
 pub mod catalog;
@@ -42,6 +43,7 @@ pub mod scan;
 pub mod signed_zero;
 pub mod spec;
 pub mod time_travel;
+pub mod write;
 
 pub use catalog::{
     Catalog, FileSystemCatalog, IcebergCatalogProvider, LoadedTable, Namespace, SqlCatalog,

@@ -1,0 +1,1 @@
+//! Exact Iceberg column metrics of a data file, computed from its Arrow batches.

@@ -1,0 +1,1 @@
+//! A data file's partition directory, as Iceberg Java writes it.

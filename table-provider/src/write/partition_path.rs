@@ -323,9 +323,12 @@ fn java_double(x: f64) -> String {
         return if x.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
     }
     let a = x.abs();
-    let (digits, exp) = java_digits(&format!("{a:e}"), &format!("{a:.1e}"), |s| {
-        s.parse::<f64>().ok() == Some(a)
-    });
+    let (digits, exp) = java_digits(
+        &format!("{a:e}"),
+        &format!("{a:.1e}"),
+        &format!("{a:.767e}"),
+        |s| s.parse::<f64>().ok() == Some(a),
+    );
     java_layout(x < 0.0, &digits, exp)
 }
 
@@ -341,9 +344,12 @@ fn java_float(x: f32) -> String {
         return if x.is_sign_negative() { "-0.0" } else { "0.0" }.to_string();
     }
     let a = x.abs();
-    let (digits, exp) = java_digits(&format!("{a:e}"), &format!("{a:.1e}"), |s| {
-        s.parse::<f32>().ok() == Some(a)
-    });
+    let (digits, exp) = java_digits(
+        &format!("{a:e}"),
+        &format!("{a:.1e}"),
+        &format!("{a:.120e}"),
+        |s| s.parse::<f32>().ok() == Some(a),
+    );
     java_layout(x < 0.0, &digits, exp)
 }
 
@@ -358,19 +364,67 @@ fn split_exp(s: &str) -> (String, i32) {
     (digits, exp.parse().unwrap_or(0))
 }
 
-/// The digits Java selects, from Rust's shortest round-tripping `{:e}` (`shortest`) and the
-/// closest two-digit decimal `{:.1e}` (`two`): Java's rule picks, when the shortest is a single
-/// digit, the closest to the exact value among the one- and two-digit decimals that round to it
-/// (`4.9E-324` for `Double.MIN_VALUE`, where the shortest is `5e-324`).
-fn java_digits(shortest: &str, two: &str, round_trips: impl Fn(&str) -> bool) -> (String, i32) {
+/// The digits Java selects, from Rust's shortest round-tripping `{:e}` (`shortest`), the closest
+/// two-digit decimal `{:.1e}` (`two`) and the exact decimal expansion (`exact`, `{:.767e}`).
+///
+/// Java (JDK 19+) takes the shortest decimals that round to the value and, of those, the one
+/// closest to the exact value, on a tie the one with an even last digit; when the shortest is a
+/// single digit, it chooses among the one- and two-digit decimals (`4.9E-324` for
+/// `Double.MIN_VALUE`, where the shortest is `5e-324`). Rust's shortest is the closest too, but
+/// rounds a tie up (`8.339840063750243e14` where Java prints `8.339840063750242E14`).
+fn java_digits(
+    shortest: &str,
+    two: &str,
+    exact: &str,
+    round_trips: impl Fn(&str) -> bool,
+) -> (String, i32) {
     let (digits, exp) = split_exp(shortest);
     if digits.len() == 1 {
         let (d2, e2) = split_exp(two);
         if d2.len() == 2 && round_trips(two) {
             return (d2, e2);
         }
+        return (digits, exp);
+    }
+    // A tie: the exact value ends in a single 5 just below the last digit of the shortest.
+    let (x, x_exp) = split_exp(exact);
+    let grid = exp - digits.len() as i32 + 1; // the power of ten of the shortest's last digit
+    let x_last = x_exp - x.len() as i32 + 1;
+    if x_last != grid - 1 || !x.ends_with('5') || x.len() < 2 {
+        return (digits, exp);
+    }
+    let lower = x[..x.len() - 1].to_string();
+    let (upper, upper_exp) = increment(&lower, x_exp);
+    let lower_even = lower.bytes().last().is_some_and(|d| (d - b'0') % 2 == 0);
+    let (first, second) = if lower_even {
+        ((lower, x_exp), (upper, upper_exp))
+    } else {
+        ((upper, upper_exp), (lower, x_exp))
+    };
+    for (candidate, candidate_exp) in [first, second] {
+        let text = format!("{}.{}e{candidate_exp}", &candidate[..1], &candidate[1..]);
+        if round_trips(&text) {
+            return split_exp(&text);
+        }
     }
     (digits, exp)
+}
+
+/// `digits × 10^(exp - len + 1)` plus one unit in its last digit, as digits and the exponent of
+/// the first digit (`"99"`, 3 → `"100"`, 4).
+fn increment(digits: &str, exp: i32) -> (String, i32) {
+    let mut bytes = digits.as_bytes().to_vec();
+    for b in bytes.iter_mut().rev() {
+        if *b == b'9' {
+            *b = b'0';
+        } else {
+            *b += 1;
+            return (String::from_utf8_lossy(&bytes).into_owned(), exp);
+        }
+    }
+    bytes.insert(0, b'1');
+    bytes.pop(); // keep the length: the last digit is a 0 on the coarser grid
+    (String::from_utf8_lossy(&bytes).into_owned(), exp + 1)
 }
 
 /// Java's layout of `0.d1d2...dn × 10^(exp+1)`: plain for `-3 <= exp < 7` (`123.456`, `1.0`,
@@ -2067,5 +2121,187 @@ mod tests {
         assert_eq!(o(Transform::Year, i32::MAX), "-2147481679");
         assert_eq!(o(Transform::Day, i32::MAX), "5881580-07-11");
         assert_eq!(o(Transform::Day, i32::MIN), "-5877641-06-23");
+    }
+
+    /// Values drawn at random (random bit patterns, random short decimals, powers of ten and their
+    /// neighbours) and printed by `Double.toString` / `Float.toString` on Temurin 25, plus ties
+    /// that Java breaks to the even digit. A one-off run over all 659,234 values of that draw
+    /// matched exactly.
+    #[test]
+    fn java_float_sample_from_jdk25() {
+        let cases: &[(&str, u64, &str)] = &[
+            ("d", 0xd2507ce703672705, "-3.279926312479342E88"),
+            ("d", 0xf7eaee7b7384ee6c, "-4.4461880589338814E269"),
+            ("d", 0x470dd095911b9e7b, "1.93509E34"),
+            ("d", 0x403946e978d4fdf4, "25.277"),
+            ("d", 0xa12d398a020a5095, "-7.1423830725254535E-149"),
+            ("d", 0x5a71a0b7da28f537, "4.773054853552441E127"),
+            ("d", 0xbb1848aff230c2c3, "-5.0218E-24"),
+            ("d", 0x79f7eba146ae8d91, "3.392227488984783E279"),
+            ("d", 0x2fee6f79a6448e5, "3.0240841214120737E-294"),
+            ("d", 0x3fe14fdf3b645a1d, "0.541"),
+            ("d", 0xdecac1dbd081db72, "-4.276707262300071E148"),
+            ("d", 0x40e313a666666666, "39069.2"),
+            ("d", 0xbf919e0e15800db3, "-0.01720449453570234"),
+            ("d", 0x9eda795c57dd86e9, "-4.707636821650049E-160"),
+            ("d", 0xbcc092e0eddd6c1b, "-4.600138227729618E-16"),
+            ("d", 0x3c943e9915e14c8e, "7.02373E-17"),
+            ("d", 0x3cf1ebdae9dc45f8, "3.97933E-15"),
+            ("d", 0xdb0efeaf0de179b5, "-4.296925257830038E130"),
+            ("d", 0x88802c714d92fe44, "-9.796719315448907E-268"),
+            ("d", 0x45542e5a04cc9aa5, "9.75896232131701E25"),
+            ("d", 0xc5f1e1f41bfbbdfc, "-8.85505E28"),
+            ("d", 0xbf4718cf9e7d1cfb, "-7.04862E-4"),
+            ("d", 0xb04ff5832dc03414, "-5.5200718959007515E-76"),
+            ("d", 0x3c85452f07231a9b, "3.6898E-17"),
+            ("d", 0x4dabfb1071727ead, "1.4733568545757795E66"),
+            ("d", 0xf969eaa807a8a60a, "-7.178347877536866E276"),
+            ("d", 0x4043a8f5c28f5c29, "39.32"),
+            ("d", 0x404413126e978d50, "40.149"),
+            ("d", 0x4040fc8b43958106, "33.973"),
+            ("d", 0xc7cf8cf65632cbca, "-8.387597146326472E37"),
+            ("d", 0x40504b3333333333, "65.175"),
+            ("d", 0x4058d89374bc6a7f, "99.384"),
+            ("d", 0x45b60d07257f67b7, "6.82442E27"),
+            ("d", 0x377a41584e953be2, "1.883722071068797E-41"),
+            ("d", 0x3495ff6e8e131432, "2.2428471342269598E-55"),
+            ("d", 0xded0e4c38a007c9c, "-5.400330079826658E148"),
+            ("d", 0xbbbbc07b765daf09, "-5.87669E-21"),
+            ("d", 0x49370be87eaf8aa3, "5.1395448861477066E44"),
+            ("d", 0xdc6401bce06e75d6, "-1.1633366776260846E137"),
+            ("d", 0x472853e629bfbd00, "6.31584E34"),
+            ("d", 0x9e83a1763caee772, "-1.0908583327336418E-161"),
+            ("d", 0x4517b9cb32cca855, "7.17067E24"),
+            ("d", 0x6626e49884867742, "1.215931669977903E184"),
+            ("d", 0xc5038cd0109c6e61, "-2.95432E24"),
+            ("d", 0xd59fa90ea71e0018, "-2.8364467707428243E104"),
+            ("d", 0x44451e95bc2336f2, "7.79171E20"),
+            ("d", 0xe1edb803d6443ba5, "-5.3480943092960556E163"),
+            ("d", 0x5b9d41fbc27e8654, "2.0767250083840829E133"),
+            ("d", 0x40526bc6a7ef9db2, "73.684"),
+            ("d", 0x4244a91b89200000, "1.77473E11"),
+            ("d", 0x402aa76c8b439581, "13.327"),
+            ("d", 0xe42f60716ba953ed, "-3.880209695560973E174"),
+            ("d", 0xfe6e72f1ac040673, "-1.0195739284367034E301"),
+            ("d", 0x8f243976a395e6e0, "-9.938720531785273E-236"),
+            ("d", 0xc6597fa268cd4dce, "-8.08082E30"),
+            ("d", 0xddfa38abd1705d32, "-5.116033075349858E144"),
+            ("d", 0x43414bc40c881800, "9.73676E15"),
+            ("d", 0x3bc841b86826bc65, "1.0273120547962791E-20"),
+            ("d", 0x403948f5c28f5c29, "25.285"),
+            ("d", 0xc6b93f01db8e674b, "-5.120521892419362E32"),
+            ("d", 0xbf9f724fa8b4bf90, "-0.0307095"),
+            ("d", 0x3b279ba44faf4796, "9.76403E-24"),
+            ("d", 0xc64896c7a3774ba8, "-3.89628E30"),
+            ("d", 0xef8a7a89ffaeeea, "1.5144919087113136E-236"),
+            ("d", 0xc6c1778a91f86b3b, "-7.08544E32"),
+            ("d", 0x40533d3f7ced9168, "76.957"),
+            ("d", 0x3dc0b3acde2a691f, "3.03805E-11"),
+            ("d", 0x7116e5e41f9544c7, "5.824442879097124E236"),
+            ("d", 0xd51a1483c59ec728, "-9.127007307120772E101"),
+            ("d", 0x337e00a43ddb1503, "1.1669128375657796E-60"),
+            ("d", 0x71d6644f84b189f5, "2.3329547081211605E240"),
+            ("d", 0x5a8b6415c9bdd82f, "1.483321828913455E128"),
+            ("d", 0x60fc75beb5d5a30d, "1.5629739052486846E159"),
+            ("d", 0x4047c353f7ced917, "47.526"),
+            ("d", 0xfa4979273a1b7c18, "-1.1559802432508848E281"),
+            ("d", 0x3fef838e29f9ce8e, "0.984809"),
+            ("d", 0xbf7d8dd26613db29, "-0.00721533"),
+            ("d", 0xcb625bd9d8af5ef0, "-1.406738406820475E55"),
+            ("d", 0x3beff0c04963bd16, "5.41092E-20"),
+            ("d", 0xdf8a3ba8e78511e3, "-1.7174201295745964E152"),
+            ("d", 0x4037553f7ced9168, "23.333"),
+            ("d", 0xcaff35f17407600, "1.4280175442168033E-247"),
+            ("d", 0x743150815b9cad1b, "4.958675528255908E251"),
+            ("d", 0x3cd1b9e16eb30a83, "9.83996E-16"),
+            ("d", 0xc6b6acada8a1246e, "-4.59894E32"),
+            ("d", 0x5925f96fc77c4a6d, "2.8371646624563016E121"),
+            ("d", 0x82eaff9d285d4bde, "-1.3210332764903364E-294"),
+            ("d", 0x7a7f0f6b49aa3f5e, "1.1276144635553868E282"),
+            ("d", 0xc40e8814c3ff0234, "-7.0401E19"),
+            ("d", 0xc0d4068666666666, "-20506.1"),
+            ("d", 0xbc37723b91c5f118, "-1.2710222120298635E-18"),
+            ("d", 0x1ac4bf6142f8eef9, "9.999999999999998E-180"),
+            ("d", 0x4c5e6b04e422401d, "7.6374861162573075E59"),
+            ("d", 0xc473ee6722d474f3, "-5.88267E21"),
+            ("d", 0x404f9bc6a7ef9db2, "63.217"),
+            ("d", 0x37b01972c5fda1d, "6.765624695285845E-292"),
+            ("d", 0x95aca6d54db53690, "-2.855770023726753E-204"),
+            ("d", 0x8e6acc3b956f1e3e, "-3.215084123799024E-239"),
+            ("d", 0x40452c8b43958106, "42.348"),
+            ("d", 0x3d6e209f1c6c5c13, "8.56273E-13"),
+            ("f", 0x4c9f5222, "8.353E7"),
+            ("f", 0x23fd7c6f, "2.7483015E-17"),
+            ("f", 0x97178274, "-4.8955386E-25"),
+            ("f", 0x771598c9, "3.034184E33"),
+            ("f", 0xba1f0af3, "-6.067E-4"),
+            ("f", 0x47d912d3, "111141.65"),
+            ("f", 0x47bba52c, "96074.34"),
+            ("f", 0x99216593, "-8.344018E-24"),
+            ("f", 0x44df6000, "1787.0"),
+            ("f", 0x4f775bfa, "4.15E9"),
+            ("f", 0x6bb90ddc, "4.4743345E26"),
+            ("f", 0xba457265, "-7.532E-4"),
+            ("f", 0xaa580bc0, "-1.918873E-13"),
+            ("f", 0x72c690fc, "7.8660233E30"),
+            ("f", 0xd955c9c1, "-3.761E15"),
+            ("f", 0xbdd80a57, "-0.10548847"),
+            ("f", 0xe671a2ef, "-2.8527398E23"),
+            ("f", 0xc52a0219, "-2720.131"),
+            ("f", 0xc94f4cc0, "-849100.0"),
+            ("f", 0x793fecef, "6.2283393E34"),
+            ("f", 0xa63028ce, "-6.1117567E-16"),
+            ("f", 0xb5333f2f, "-6.677464E-7"),
+            ("f", 0x9217871, "1.9436301E-33"),
+            ("f", 0x643c4219, "1.3891003E22"),
+            ("f", 0x57e299c1, "4.983E14"),
+            ("f", 0xc386d99a, "-269.7"),
+            ("f", 0xba6298e7, "-8.644E-4"),
+            ("f", 0xe6da926c, "-5.1608845E23"),
+            ("f", 0x9ba48eb4, "-2.7223744E-22"),
+            ("f", 0x2d026db0, "7.414E-12"),
+            ("f", 0xd98783c4, "-4.768E15"),
+            ("f", 0xdc9048db, "-3.249E17"),
+            ("f", 0xd144f0fd, "-5.2866044E10"),
+            ("f", 0x1a712de2, "4.9874696E-23"),
+            ("f", 0x4e0c861f, "5.894E8"),
+            ("f", 0xb01072c6, "-5.255E-10"),
+            ("f", 0x34f57fed, "4.5727884E-7"),
+            ("f", 0x5474b47b, "4.204E12"),
+            ("f", 0xea94ec94, "-9.0019115E25"),
+            ("f", 0x350a29ea, "5.147E-7"),
+            ("f", 0x4354d71f, "212.84032"),
+            ("f", 0x1027536b, "3.2999206E-29"),
+            ("f", 0x80682738, "-9.56496E-39"),
+            ("f", 0xbdeda4b9, "-0.11603684"),
+            ("f", 0xe7842fb2, "-1.2484644E24"),
+            ("f", 0x1614aa43, "1.200907E-25"),
+            ("f", 0x73426020, "1.5400013E31"),
+            ("f", 0x155d095e, "4.4637984E-26"),
+            ("f", 0xc7825500, "-66730.0"),
+            ("f", 0x4d8467d5, "2.7767466E8"),
+            ("f", 0xddd9e0ca, "-1.9624713E18"),
+            ("f", 0xcdaea609, "-3.662646E8"),
+            ("f", 0x7234757c, "3.5743572E30"),
+            ("f", 0x618491d2, "3.056847E20"),
+            ("f", 0xd180d6d4, "-6.917E10"),
+            ("f", 0xba164983, "-5.733E-4"),
+            ("f", 0xc1f84d2, "1.2288884E-31"),
+            ("f", 0xc5189000, "-2441.0"),
+            ("f", 0x1011b2c0, "2.8733912E-29"),
+            ("f", 0xd58c74a2, "-1.930407E13"),
+            ("d", 0xc307b40843963382, "-8.339840063750242E14"),
+            ("d", 0x43015004f433031a, "6.091321013945312E14"),
+            ("d", 0x42eac46b57b7f764, "2.3544733458425112E14"),
+            ("d", 0x431ef7688eca4edd, "2.1790694364005672E15"),
+        ];
+        for (kind, bits, want) in cases {
+            let got = if *kind == "d" {
+                java_double(f64::from_bits(*bits))
+            } else {
+                java_float(f32::from_bits(*bits as u32))
+            };
+            assert_eq!(got, *want, "{kind} {bits:#x}");
+        }
     }
 }

@@ -395,7 +395,10 @@ fn java_digits(
     }
     let lower = x[..x.len() - 1].to_string();
     let (upper, upper_exp) = increment(&lower, x_exp);
-    let lower_even = lower.bytes().last().is_some_and(|d| (d - b'0') % 2 == 0);
+    let lower_even = lower
+        .bytes()
+        .last()
+        .is_some_and(|d| (d - b'0').is_multiple_of(2));
     let (first, second) = if lower_even {
         ((lower, x_exp), (upper, upper_exp))
     } else {

@@ -43,6 +43,41 @@ pub enum Error {
         message: String,
     },
 
+    /// A namespace or table that is to be created exists already.
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+
+    /// A namespace that is to be dropped still holds tables, views or namespaces.
+    #[error("namespace {namespace} is not empty: {remaining}")]
+    NamespaceNotEmpty {
+        /// The namespace (dotted).
+        namespace: String,
+        /// What is left in it, named.
+        remaining: String,
+    },
+
+    /// A commit lost the race: the metadata it was based on is no longer the table's current
+    /// metadata. Nothing of the attempt is left in the catalog (its new metadata file is deleted):
+    /// reload, re-apply and retry.
+    #[error("table {table}: commit conflict: {message}")]
+    CommitConflict {
+        /// The table committed to.
+        table: String,
+        /// What was found instead.
+        message: String,
+    },
+
+    /// A commit whose outcome cannot be known (the atomic swap's IO failed after it may have
+    /// happened). Never retry it blindly and never delete its files: they may be the table's
+    /// current state.
+    #[error("table {table}: commit state unknown: {message}")]
+    CommitStateUnknown {
+        /// The table committed to.
+        table: String,
+        /// The failure that hides the outcome.
+        message: String,
+    },
+
     /// Object store IO failure.
     #[error("object store: {0}")]
     ObjectStore(#[from] object_store::Error),

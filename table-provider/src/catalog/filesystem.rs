@@ -5,20 +5,50 @@
 //! file (`vN.metadata.json` or `NNNNN-<uuid>.metadata.json`, gzip variants included). A table
 //! whose metadata `location` differs from the directory it was found in has moved: its paths
 //! are read under the directory (see [`crate::io::LocationMap`]).
+//!
+//! Commits follow Iceberg Java's `HadoopTableOperations`: the next version's
+//! `metadata/v{N+1}.metadata.json` is created exclusively (an existing file means another
+//! writer won: a conflict), then `version-hint.text` is rewritten, best effort. Readers walk
+//! forward from the hinted version to the highest consecutive one, so a stale hint (a crash
+//! between the two writes, or two writers' hint writes reordered) is harmless.
+//!
+//! Object stores have no directories: a namespace created here holds an empty marker object
+//! (`.petrel-namespace`; hidden, as Java's `HadoopCatalog` ignores files in namespaces).
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use std::collections::HashMap;
 
-use super::metadata_file::{MetadataCache, metadata_file_version};
+use async_trait::async_trait;
+use iceberg::spec::TableMetadata;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use super::metadata_file::{MetadataCache, encode_table_metadata, metadata_file_version};
+use super::writes::{delete_tree, file_name_of, loaded_table, put_new, warehouse_location};
 use super::{Catalog, LoadedTable, Namespace, TableIdent};
 use crate::error::{Error, Result};
 use crate::io::{LocationMap, StoreRegistry, TableIo, child_path, normalize_location};
 
 const VERSION_HINTS: [&str; 2] = ["version-hint.text", "version-hint.txt"];
 const MAX_NAMESPACE_DEPTH: usize = 8;
+/// The empty object that makes a directory a namespace on a store without directories.
+const NAMESPACE_MARKER: &str = ".petrel-namespace";
+/// Hadoop-layout metadata file names: `v{N}` and one of these suffixes (Java's codecs).
+const HADOOP_SUFFIXES: [&str; 3] = [".metadata.json", ".gz.metadata.json", ".metadata.json.gz"];
+
+/// `v12.gz.metadata.json` → (12, ".gz.metadata.json"); `None` for any other name (the
+/// `NNNNN-<uuid>` form, staging leftovers such as `v3.metadata.json#1`).
+fn hadoop_version(file_name: &str) -> Option<(i64, &'static str)> {
+    let rest = file_name.strip_prefix('v')?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return None;
+    }
+    let (number, suffix) = rest.split_at(digits);
+    let suffix = HADOOP_SUFFIXES.into_iter().find(|s| *s == suffix)?;
+    Some((number.parse().ok()?, suffix))
+}
 
 /// A filesystem (Hadoop layout) warehouse.
 #[derive(Debug, Clone)]
@@ -39,15 +69,7 @@ impl FileSystemCatalog {
 
     /// A catalog reading through the given object stores.
     pub fn with_stores(warehouse: &str, stores: StoreRegistry) -> Result<Self> {
-        let absolute = if warehouse.starts_with('/') || warehouse.contains(':') {
-            warehouse.to_string()
-        } else {
-            let cwd = std::env::current_dir().map_err(|e| {
-                Error::InvalidArgument(format!("warehouse {warehouse}: no working directory: {e}"))
-            })?;
-            cwd.join(warehouse).to_string_lossy().into_owned()
-        };
-        let root = normalize_location(&absolute);
+        let root = warehouse_location(warehouse)?;
         let (store, _, root_path) = stores.resolve(&root)?;
         Ok(Self {
             root,
@@ -92,7 +114,7 @@ impl FileSystemCatalog {
     async fn current_metadata_file(&self, table_dir: &Path) -> Result<Option<Path>> {
         let metadata_dir = table_dir.clone().join("metadata");
         if let Some(found) = self.hinted_metadata_file(&metadata_dir).await? {
-            return Ok(Some(found));
+            return Ok(Some(self.walk_forward(&metadata_dir, found).await?));
         }
         let listing = match self.store.list_with_delimiter(Some(&metadata_dir)).await {
             Ok(listing) => listing,
@@ -108,11 +130,17 @@ impl FileSystemCatalog {
             let text = self.store.get(&hint_path).await?.bytes().await?;
             let text = String::from_utf8_lossy(&text).trim().to_string();
             if let Ok(version) = text.parse::<i64>() {
-                if let Some(found) = files
+                let by_version: HashMap<i64, &Path> = files
                     .iter()
-                    .find(|f| f.filename().and_then(metadata_file_version) == Some(version))
-                {
-                    return Ok(Some((*found).clone()));
+                    .filter_map(|f| Some((f.filename().and_then(metadata_file_version)?, *f)))
+                    .collect();
+                if by_version.contains_key(&version) {
+                    // Walk forward: a stale hint names an older version.
+                    let mut current = version;
+                    while by_version.contains_key(&(current + 1)) {
+                        current += 1;
+                    }
+                    return Ok(by_version.get(&current).map(|f| (*f).clone()));
                 }
             } else if let Some(found) = files.iter().find(|f| f.filename() == Some(text.as_str())) {
                 return Ok(Some((*found).clone()));
@@ -160,6 +188,26 @@ impl FileSystemCatalog {
         Ok(None)
     }
 
+    /// From the hinted file `found` (`v{N}…`), the highest consecutive version with the same
+    /// naming (Java's `refresh`): one `head` when the hint is current.
+    async fn walk_forward(&self, metadata_dir: &Path, found: Path) -> Result<Path> {
+        let Some((mut version, suffix)) = found.filename().and_then(hadoop_version) else {
+            return Ok(found);
+        };
+        let mut current = found;
+        loop {
+            let next = child_path(metadata_dir, &format!("v{}{suffix}", version + 1))?;
+            match self.store.head(&next).await {
+                Ok(_) => {
+                    current = next;
+                    version += 1;
+                }
+                Err(object_store::Error::NotFound { .. }) => return Ok(current),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     async fn is_table(&self, dir: &Path) -> Result<bool> {
         Ok(self.current_metadata_file(dir).await?.is_some())
     }
@@ -167,6 +215,65 @@ impl FileSystemCatalog {
     fn url_of(&self, path: &Path) -> String {
         format!("file:///{path}")
     }
+
+    /// The directory of a table: `<warehouse>/<namespace levels…>/<name>`.
+    fn table_dir(&self, ident: &TableIdent) -> Result<Path> {
+        let mut levels = ident.namespace.levels().to_vec();
+        levels.push(ident.name.clone());
+        self.dir_of(&levels)
+    }
+
+    /// The IO of a table found in `table_dir` whose metadata says `location`.
+    fn table_io(&self, location: &str, table_dir: &Path) -> TableIo {
+        let locations = LocationMap::moved(location, &self.url_of(table_dir));
+        TableIo::new(self.stores.clone(), locations)
+    }
+
+    /// Rewrites `version-hint.text` to `version` (Java writes the bare number). Best effort: a
+    /// commit is done once its metadata file exists, and readers walk forward from a stale hint.
+    async fn write_version_hint(&self, metadata_dir: &Path, version: i64) {
+        let hint = metadata_dir.clone().join(VERSION_HINTS[0]);
+        if let Err(e) = self
+            .store
+            .put(&hint, PutPayload::from(version.to_string().into_bytes()))
+            .await
+        {
+            log::warn!(
+                "{hint}: cannot write the version hint ({e}); readers walk forward from the old one"
+            );
+        }
+    }
+
+    /// Removes the empty directories left under `dir` (and `dir` itself when empty) on a local
+    /// warehouse: object_store deletes files only, and an empty directory would otherwise be
+    /// listed as a namespace. Other stores have no directories.
+    async fn remove_empty_dirs(&self, dir: &Path) {
+        if !self.root.starts_with("file:///") {
+            return;
+        }
+        // The local store's object paths are the file system's absolute paths, literally.
+        let local = std::path::PathBuf::from(format!("/{dir}"));
+        let _ = tokio::task::spawn_blocking(move || remove_empty_tree(&local)).await;
+    }
+}
+
+/// Removes `dir` and its sub-directories bottom-up when they hold no file; whether `dir` went.
+fn remove_empty_tree(dir: &std::path::Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut empty = true;
+    for entry in entries {
+        let Ok(entry) = entry else {
+            empty = false;
+            continue;
+        };
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if !(is_dir && remove_empty_tree(&entry.path())) {
+            empty = false;
+        }
+    }
+    empty && std::fs::remove_dir(dir).is_ok()
 }
 
 #[async_trait]
@@ -246,8 +353,7 @@ impl Catalog for FileSystemCatalog {
             .read(&bootstrap, &ident.to_string(), &metadata_location)
             .await?;
         let (metadata, refs) = (parsed.metadata, parsed.refs);
-        let locations = LocationMap::moved(metadata.location(), &self.url_of(&table_dir));
-        let io = TableIo::new(self.stores.clone(), locations);
+        let io = self.table_io(metadata.location(), &table_dir);
         Ok(LoadedTable::new(
             ident.clone(),
             metadata_location,
@@ -255,5 +361,256 @@ impl Catalog for FileSystemCatalog {
             refs,
             io,
         ))
+    }
+
+    async fn create_namespace(&self, namespace: &Namespace, if_not_exists: bool) -> Result<()> {
+        let levels = namespace.levels();
+        if levels.is_empty() || levels.len() > MAX_NAMESPACE_DEPTH {
+            return Err(Error::InvalidArgument(format!(
+                "namespace {namespace:?}: 1 to {MAX_NAMESPACE_DEPTH} levels"
+            )));
+        }
+        let dir = self.dir_of(levels)?;
+        for depth in 1..=levels.len() {
+            if self.is_table(&self.dir_of(&levels[..depth])?).await? {
+                let table = Namespace::new(levels[..depth].to_vec());
+                return Err(if depth == levels.len() {
+                    Error::AlreadyExists(format!(
+                        "{table} is a table in warehouse {}, not a namespace",
+                        self.root
+                    ))
+                } else {
+                    Error::InvalidArgument(format!(
+                        "cannot create namespace {namespace}: {table} is a table"
+                    ))
+                });
+            }
+        }
+        if self.namespace_exists(namespace).await? {
+            if if_not_exists {
+                return Ok(());
+            }
+            return Err(Error::AlreadyExists(format!(
+                "namespace {namespace} in warehouse {}",
+                self.root
+            )));
+        }
+        let marker = child_path(&dir, NAMESPACE_MARKER)?;
+        self.store.put(&marker, PutPayload::default()).await?;
+        Ok(())
+    }
+
+    async fn drop_namespace(&self, namespace: &Namespace) -> Result<()> {
+        if !self.namespace_exists(namespace).await? {
+            return Err(Error::NotFound(format!(
+                "namespace {namespace} does not exist in warehouse {}",
+                self.root
+            )));
+        }
+        let dir = self.dir_of(namespace.levels())?;
+        let listing = self.store.list_with_delimiter(Some(&dir)).await?;
+        let mut remaining = Vec::new();
+        for child in &listing.common_prefixes {
+            let name = child.filename().unwrap_or_default();
+            let kind = if self.is_table(child).await? {
+                "table"
+            } else if name.starts_with('.') || name.starts_with('_') {
+                "directory"
+            } else {
+                "namespace"
+            };
+            remaining.push(format!("{kind} {name}"));
+        }
+        for object in &listing.objects {
+            match object.location.filename() {
+                Some(NAMESPACE_MARKER) => {}
+                name => remaining.push(format!("file {}", name.unwrap_or_default())),
+            }
+        }
+        if !remaining.is_empty() {
+            return Err(Error::NamespaceNotEmpty {
+                namespace: namespace.to_string(),
+                remaining: remaining.join(", "),
+            });
+        }
+        match self
+            .store
+            .delete(&child_path(&dir, NAMESPACE_MARKER)?)
+            .await
+        {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.remove_empty_dirs(&dir).await;
+        Ok(())
+    }
+
+    async fn default_table_location(&self, ident: &TableIdent) -> Result<String> {
+        Ok(self.url_of(&self.table_dir(ident)?))
+    }
+
+    async fn create_table(
+        &self,
+        ident: &TableIdent,
+        metadata: TableMetadata,
+    ) -> Result<LoadedTable> {
+        if !self.namespace_exists(&ident.namespace).await? {
+            return Err(Error::NotFound(format!(
+                "namespace {} does not exist in warehouse {}",
+                ident.namespace, self.root
+            )));
+        }
+        let table_dir = self.table_dir(ident)?;
+        let expected = self.url_of(&table_dir);
+        if normalize_location(metadata.location()) != expected {
+            return Err(Error::InvalidArgument(format!(
+                "table {ident}: a filesystem catalog keeps a table in its directory {expected},                  not at location {}",
+                metadata.location()
+            )));
+        }
+        if self.current_metadata_file(&table_dir).await?.is_some() {
+            return Err(Error::AlreadyExists(format!(
+                "table {ident} in warehouse {}",
+                self.root
+            )));
+        }
+        let bytes = encode_table_metadata(&ident.to_string(), &metadata)?;
+        let metadata_dir = child_path(&table_dir, "metadata")?;
+        let path = child_path(&metadata_dir, "v1.metadata.json")?;
+        match put_new(&self.store, &path, &bytes).await {
+            Ok(()) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                return Err(Error::AlreadyExists(format!(
+                    "table {ident} in warehouse {} (created concurrently)",
+                    self.root
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.write_version_hint(&metadata_dir, 1).await;
+        let io = self.table_io(metadata.location(), &table_dir);
+        loaded_table(ident, self.url_of(&path), &bytes, io, &self.metadata_cache)
+    }
+
+    async fn drop_table(&self, ident: &TableIdent, purge: bool) -> Result<()> {
+        let table_dir = self.table_dir(ident)?;
+        if self.current_metadata_file(&table_dir).await?.is_none() {
+            return Err(Error::NotFound(format!(
+                "table {ident} does not exist in warehouse {}",
+                self.root
+            )));
+        }
+        // Purging needs the table's location (which may be elsewhere); a plain drop does not
+        // read the metadata (a corrupt table can still be dropped).
+        let table = if purge {
+            Some(self.load_table(ident).await?)
+        } else {
+            None
+        };
+        let metadata_dir = child_path(&table_dir, "metadata")?;
+        // The metadata files first, oldest first, so that until the table is gone it loads at
+        // its current version (never at an older one); then everything else.
+        let listing = self.store.list_with_delimiter(Some(&metadata_dir)).await?;
+        let mut versions: Vec<(i64, &Path)> = listing
+            .objects
+            .iter()
+            .filter_map(|o| {
+                Some((
+                    o.location.filename().and_then(metadata_file_version)?,
+                    &o.location,
+                ))
+            })
+            .collect();
+        versions.sort();
+        for (_, path) in versions {
+            match self.store.delete(path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        delete_tree(&self.store, &table_dir).await?;
+        if let Some(table) = table {
+            // Files under the table's own location, when it is elsewhere (LocationMap maps a
+            // moved table's location onto its directory, so usually this is the directory).
+            let location = table.io().locations().resolve(table.metadata().location());
+            let (store, _, prefix) = self.stores.resolve(&location)?;
+            if prefix != table_dir {
+                delete_tree(&store, &prefix).await?;
+            }
+        }
+        self.remove_empty_dirs(&table_dir).await;
+        Ok(())
+    }
+
+    async fn commit_table(
+        &self,
+        base: &LoadedTable,
+        metadata: TableMetadata,
+    ) -> Result<LoadedTable> {
+        let ident = base.ident();
+        let table = ident.to_string();
+        let table_dir = self.table_dir(ident)?;
+        let metadata_dir = child_path(&table_dir, "metadata")?;
+        let base_name = file_name_of(base.metadata_location())?;
+        let Some(base_version) = metadata_file_version(&base_name) else {
+            return Err(Error::Unsupported {
+                table,
+                message: format!(
+                    "cannot commit over metadata file {}: its name carries no version",
+                    base.metadata_location()
+                ),
+            });
+        };
+        let version = base_version + 1;
+        let path = child_path(&metadata_dir, &format!("v{version}.metadata.json"))?;
+        let location = self.url_of(&path);
+        let bytes = encode_table_metadata(&table, &metadata)?;
+        match put_new(&self.store, &path, &bytes).await {
+            Ok(()) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                return Err(Error::CommitConflict {
+                    table,
+                    message: format!(
+                        "version {version} exists already ({location}): the table changed after                          version {base_version} was loaded"
+                    ),
+                });
+            }
+            Err(e) => {
+                // Did the exclusive create happen before the failure? Look.
+                match self.store.get(&path).await {
+                    Err(object_store::Error::NotFound { .. }) => return Err(e.into()),
+                    Ok(found) => match found.bytes().await {
+                        Ok(found) if found.as_ref() == bytes.as_slice() => {
+                            log::warn!("{location}: written despite {e}; committed");
+                        }
+                        Ok(_) => {
+                            return Err(Error::CommitConflict {
+                                table,
+                                message: format!(
+                                    "version {version} was written by another writer ({location})"
+                                ),
+                            });
+                        }
+                        Err(check) => {
+                            return Err(Error::CommitStateUnknown {
+                                table,
+                                message: format!(
+                                    "writing {location}: {e}; then reading it: {check}"
+                                ),
+                            });
+                        }
+                    },
+                    Err(check) => {
+                        return Err(Error::CommitStateUnknown {
+                            table,
+                            message: format!("writing {location}: {e}; then reading it: {check}"),
+                        });
+                    }
+                }
+            }
+        }
+        self.write_version_hint(&metadata_dir, version).await;
+        let io = self.table_io(metadata.location(), &table_dir);
+        loaded_table(ident, location, &bytes, io, &self.metadata_cache)
     }
 }

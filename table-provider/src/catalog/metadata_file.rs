@@ -13,7 +13,7 @@ use serde::Deserialize;
 
 use super::TableRef;
 use crate::error::{Error, Result};
-use crate::io::TableIo;
+use crate::io::{TableIo, normalize_location};
 
 /// The parts of the metadata JSON the `iceberg` crate keeps private.
 #[derive(Deserialize)]
@@ -67,6 +67,20 @@ impl MetadataCache {
         self.files.insert(key, parsed.clone());
         Ok(parsed)
     }
+
+    /// Records a metadata file this process has just written at `location` (where its bytes
+    /// are: catalogs read metadata files unmapped), so that the next load does not read it back.
+    pub(crate) fn insert(&self, location: &str, parsed: ParsedMetadata) {
+        self.files.insert(normalize_location(location), parsed);
+    }
+}
+
+/// The metadata JSON of `metadata` (Iceberg's JSON, as the `iceberg` crate serialises it).
+pub(crate) fn encode_table_metadata(table: &str, metadata: &TableMetadata) -> Result<Vec<u8>> {
+    serde_json::to_vec(metadata).map_err(|e| Error::Unsupported {
+        table: table.to_string(),
+        message: format!("cannot serialise the table metadata: {e}"),
+    })
 }
 
 /// Reads and parses a table metadata file at `logical_path`. Errors name `table` and the file.
@@ -81,9 +95,18 @@ pub async fn read_table_metadata(
         )),
         other => Error::corrupt(table, "metadata file", logical_path, other),
     })?;
+    parse_table_metadata(table, logical_path, &bytes)
+}
+
+/// Parses the bytes of a metadata file (plain or gzip JSON) at `logical_path`.
+pub(crate) fn parse_table_metadata(
+    table: &str,
+    logical_path: &str,
+    bytes: &[u8],
+) -> Result<(TableMetadata, HashMap<String, TableRef>)> {
     let json = if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::with_capacity(bytes.len() * 4);
-        flate2::read::GzDecoder::new(bytes.as_ref())
+        flate2::read::GzDecoder::new(bytes)
             .read_to_end(&mut out)
             .map_err(|e| Error::corrupt(table, "metadata file", logical_path, e))?;
         out

@@ -1,7 +1,10 @@
 //! Iceberg catalogs behind one trait.
 //!
-//! A [`Catalog`] lists namespaces and tables and loads a table's current metadata. Writes
-//! (commit with an atomic metadata swap) join this trait with the write path. Implementations:
+//! A [`Catalog`] lists namespaces and tables, loads a table's current metadata, creates and
+//! drops namespaces and tables, and commits a new metadata version with an atomic swap
+//! (optimistic concurrency: [`Catalog::commit_table`] fails with
+//! [`crate::Error::CommitConflict`] when the base it was given is no longer current).
+//! Implementations:
 //!
 //! - [`FileSystemCatalog`]: a warehouse directory in Iceberg's Hadoop layout.
 //! - [`SqlCatalog`]: PyIceberg's `SqlCatalog` / Iceberg Java's `JdbcCatalog` tables on SQLite.
@@ -13,10 +16,12 @@ mod filesystem;
 mod metadata_file;
 mod sql;
 mod table;
+mod writes;
 
 use std::fmt;
 
 use async_trait::async_trait;
+use iceberg::spec::TableMetadata;
 
 pub use self::datafusion::{IcebergCatalogProvider, IcebergSchemaProvider};
 pub use filesystem::FileSystemCatalog;
@@ -101,4 +106,48 @@ pub trait Catalog: fmt::Debug + Send + Sync {
 
     /// Loads the table's current metadata. A missing table is [`crate::Error::NotFound`].
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable>;
+
+    /// Creates a namespace ([`crate::Error::AlreadyExists`] if it exists, unless
+    /// `if_not_exists`).
+    async fn create_namespace(&self, namespace: &Namespace, if_not_exists: bool) -> Result<()>;
+
+    /// Drops an empty namespace ([`crate::Error::NamespaceNotEmpty`], naming what is left,
+    /// otherwise; [`crate::Error::NotFound`] if it does not exist).
+    async fn drop_namespace(&self, namespace: &Namespace) -> Result<()>;
+
+    /// Where a new table's files go when the statement names no location: the filesystem
+    /// catalog's `<warehouse>/<namespace levels…>/<table>`; the SQL catalog's namespace
+    /// `location` property + `/<table>`, else `<warehouse>/<dotted namespace>/<table>`
+    /// (PyIceberg's `_get_default_warehouse_location`).
+    async fn default_table_location(&self, ident: &TableIdent) -> Result<String>;
+
+    /// Registers a new table whose first metadata is `metadata` (built by the caller with
+    /// `TableMetadataBuilder::new(..)`): writes its first metadata file (filesystem:
+    /// `<location>/metadata/v1.metadata.json` and `version-hint.text`; SQL:
+    /// `<location>/metadata/00000-<uuid>.metadata.json` and an `iceberg_tables` row) and returns
+    /// the table as loaded. [`crate::Error::AlreadyExists`] if the table exists,
+    /// [`crate::Error::NotFound`] if its namespace does not.
+    async fn create_table(
+        &self,
+        ident: &TableIdent,
+        metadata: TableMetadata,
+    ) -> Result<LoadedTable>;
+
+    /// Drops a table from the catalog; with `purge`, also deletes every file under its
+    /// location. (A filesystem-catalog table *is* its directory: dropping it deletes the
+    /// directory either way, as Iceberg Java's `HadoopCatalog` does.)
+    async fn drop_table(&self, ident: &TableIdent, purge: bool) -> Result<()>;
+
+    /// Atomically replaces `base` (as loaded) with `metadata`: writes the new metadata file and
+    /// swaps it in only if `base`'s metadata file is still the table's current one. Returns the
+    /// table as committed (exactly `metadata`, not a reload).
+    ///
+    /// Errors: [`crate::Error::CommitConflict`] (the base is no longer current; nothing is left
+    /// behind) and [`crate::Error::CommitStateUnknown`] (the swap's IO failed after it may have
+    /// happened: never clean up, never retry). Any other error means nothing was committed.
+    async fn commit_table(
+        &self,
+        base: &LoadedTable,
+        metadata: TableMetadata,
+    ) -> Result<LoadedTable>;
 }

@@ -1,0 +1,127 @@
+//! What both catalogs' writes share: exclusive creation of metadata files, the loaded table of
+//! a file just written, and deleting a table's files.
+
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use iceberg::spec::TableMetadata;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use super::metadata_file::{MetadataCache, ParsedMetadata, parse_table_metadata};
+use super::{LoadedTable, TableIdent};
+use crate::error::{Error, Result};
+use crate::io::{TableIo, normalize_location, object_location};
+
+/// Iceberg's `write.metadata.path`: where metadata files go instead of `<location>/metadata`.
+const WRITE_METADATA_PATH: &str = "write.metadata.path";
+
+/// The (logical) directory of a table's metadata files: `write.metadata.path` when set, else
+/// `<location>/metadata` (Java's and PyIceberg's location providers).
+pub(super) fn metadata_dir_location(metadata: &TableMetadata) -> String {
+    match metadata.properties().get(WRITE_METADATA_PATH) {
+        Some(dir) if !dir.trim().is_empty() => dir.trim_end_matches('/').to_string(),
+        _ => format!("{}/metadata", metadata.location().trim_end_matches('/')),
+    }
+}
+
+/// The file name (last segment) of a location, as written.
+pub(super) fn file_name_of(location: &str) -> Result<String> {
+    object_location(location)?
+        .path
+        .filename()
+        .map(str::to_string)
+        .ok_or_else(|| Error::InvalidArgument(format!("location {location:?} names no file")))
+}
+
+/// Writes `bytes` at `path` only if nothing is there (an atomic exclusive create: the local
+/// store hard-links a staged file; object stores use a conditional put).
+pub(super) async fn put_new(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    bytes: &[u8],
+) -> object_store::Result<()> {
+    let options = PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+    store
+        .put_opts(path, PutPayload::from(bytes.to_vec()), options)
+        .await
+        .map(|_| ())
+}
+
+/// Deletes a file this process wrote for a commit that did not happen (best effort: a file
+/// left behind is an orphan nobody references).
+pub(super) async fn delete_quietly(store: &Arc<dyn ObjectStore>, path: &Path) {
+    match store.delete(path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => log::warn!("cannot delete {path} of a failed commit: {e}"),
+    }
+}
+
+/// The table as committed: `bytes` (the metadata file just written at `metadata_location`)
+/// parsed as any reader will parse it, and remembered by the catalog's metadata cache.
+pub(super) fn loaded_table(
+    ident: &TableIdent,
+    metadata_location: String,
+    bytes: &[u8],
+    io: TableIo,
+    cache: &MetadataCache,
+) -> Result<LoadedTable> {
+    let table = ident.to_string();
+    let (metadata, refs) = parse_table_metadata(&table, &metadata_location, bytes)?;
+    let parsed = ParsedMetadata {
+        metadata: Arc::new(metadata),
+        refs: Arc::new(refs),
+    };
+    cache.insert(&metadata_location, parsed.clone());
+    Ok(LoadedTable::new(
+        ident.clone(),
+        metadata_location,
+        parsed.metadata,
+        parsed.refs,
+        io,
+    ))
+}
+
+/// Deletes every object under `prefix` (a directory: matched segment by segment); returns how
+/// many were deleted.
+pub(super) async fn delete_tree(store: &Arc<dyn ObjectStore>, prefix: &Path) -> Result<usize> {
+    let files: Vec<Path> = match store
+        .list(Some(prefix))
+        .map_ok(|meta| meta.location)
+        .try_collect()
+        .await
+    {
+        Ok(files) => files,
+        Err(object_store::Error::NotFound { .. }) => return Ok(0),
+        Err(e) => return Err(e.into()),
+    };
+    let count = files.len();
+    futures::stream::iter(files)
+        .map(|path| async move {
+            match store.delete(&path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(Error::from(e)),
+            }
+        })
+        .buffer_unordered(8)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(count)
+}
+
+/// A warehouse given as a local directory (absolute or relative to the working directory) or
+/// a URL, as a normalised location.
+pub(super) fn warehouse_location(warehouse: &str) -> Result<String> {
+    let absolute = if warehouse.starts_with('/') || warehouse.contains(':') {
+        warehouse.to_string()
+    } else {
+        let cwd = std::env::current_dir().map_err(|e| {
+            Error::InvalidArgument(format!("warehouse {warehouse}: no working directory: {e}"))
+        })?;
+        cwd.join(warehouse).to_string_lossy().into_owned()
+    };
+    Ok(normalize_location(&absolute))
+}

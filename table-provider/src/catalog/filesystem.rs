@@ -188,23 +188,32 @@ impl FileSystemCatalog {
         Ok(None)
     }
 
-    /// From the hinted file `found` (`v{N}…`), the highest consecutive version with the same
-    /// naming (Java's `refresh`): one `head` when the hint is current.
+    /// From the hinted file `found` (`v{N}…`), the highest consecutive version (Java's
+    /// `refresh`), looked up with the found file's naming and then plain (Petrel's commits):
+    /// one `head` when the hint is current and the table plain.
     async fn walk_forward(&self, metadata_dir: &Path, found: Path) -> Result<Path> {
         let Some((mut version, suffix)) = found.filename().and_then(hadoop_version) else {
             return Ok(found);
         };
+        let mut suffixes = vec![suffix];
+        if suffix != HADOOP_SUFFIXES[0] {
+            suffixes.push(HADOOP_SUFFIXES[0]);
+        }
         let mut current = found;
-        loop {
-            let next = child_path(metadata_dir, &format!("v{}{suffix}", version + 1))?;
-            match self.store.head(&next).await {
-                Ok(_) => {
-                    current = next;
-                    version += 1;
+        'versions: loop {
+            for suffix in &suffixes {
+                let next = child_path(metadata_dir, &format!("v{}{suffix}", version + 1))?;
+                match self.store.head(&next).await {
+                    Ok(_) => {
+                        current = next;
+                        version += 1;
+                        continue 'versions;
+                    }
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
                 }
-                Err(object_store::Error::NotFound { .. }) => return Ok(current),
-                Err(e) => return Err(e.into()),
             }
+            return Ok(current);
         }
     }
 

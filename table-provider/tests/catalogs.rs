@@ -131,11 +131,11 @@ async fn filesystem_catalog_finds_the_metadata_file_by_hint_name_and_version() {
         std::fs::write(metadata.join(file), text).expect("hint");
     };
     assert_eq!(current().await, "v7.metadata.json");
-    // An older version named by the hint is what the hint says (as Iceberg's readers do).
+    // A stale hint: readers walk forward to the highest consecutive version (Java's refresh).
     hint("version-hint.text", "5\n");
-    assert_eq!(current().await, "v5.metadata.json");
+    assert_eq!(current().await, "v7.metadata.json");
     hint("version-hint.txt", "6");
-    assert_eq!(current().await, "v6.metadata.json");
+    assert_eq!(current().await, "v7.metadata.json");
     // Gzip-compressed metadata named by a numeric hint.
     let v7 = std::fs::read(metadata.join("v7.metadata.json")).expect("v7");
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());

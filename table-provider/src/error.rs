@@ -56,6 +56,17 @@ pub enum Error {
         remaining: String,
     },
 
+    /// Writing a data or metadata file failed.
+    #[error("table {table}: cannot write {path}: {message}")]
+    WriteFailed {
+        /// The table written to.
+        table: String,
+        /// The file being written.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+
     /// A commit lost the race: the metadata it was based on is no longer the table's current
     /// metadata. Nothing of the attempt is left in the catalog (its new metadata file is deleted):
     /// reload, re-apply and retry.

@@ -92,6 +92,23 @@ impl TableIo {
         Ok(store.get(&path).await?.bytes().await?)
     }
 
+    /// Writes a whole new file (replacing nothing: a file of that name must not exist).
+    pub async fn create(&self, logical: &str, bytes: Bytes) -> Result<()> {
+        let (store, _, path) = self.resolve(logical)?;
+        let opts = object_store::PutOptions::from(object_store::PutMode::Create);
+        store.put_opts(&path, bytes.into(), opts).await?;
+        Ok(())
+    }
+
+    /// Deletes a file (a missing file is not an error).
+    pub async fn delete(&self, logical: &str) -> Result<()> {
+        let (store, _, path) = self.resolve(logical)?;
+        match store.delete(&path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Reads a byte range of a file.
     pub async fn read_range(&self, logical: &str, range: Range<u64>) -> Result<Bytes> {
         let (store, _, path) = self.resolve(logical)?;

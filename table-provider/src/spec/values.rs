@@ -59,3 +59,54 @@ fn primitive_to_scalar(literal: &PrimitiveLiteral, ty: &PrimitiveType) -> Result
         }
     })
 }
+
+/// A scalar of the Arrow type Petrel maps Iceberg type `ty` to (as a partition transform or a
+/// column produces it) as an Iceberg literal; `None` for null.
+pub fn scalar_to_literal(scalar: &ScalarValue, ty: &PrimitiveType) -> Result<Option<Literal>> {
+    use PrimitiveLiteral as L;
+    use PrimitiveType as T;
+    if scalar.is_null() {
+        return Ok(None);
+    }
+    let literal = match (ty, scalar) {
+        (T::Boolean, ScalarValue::Boolean(Some(v))) => L::Boolean(*v),
+        (T::Int, ScalarValue::Int32(Some(v))) | (T::Date, ScalarValue::Date32(Some(v))) => {
+            L::Int(*v)
+        }
+        (T::Long, ScalarValue::Int64(Some(v)))
+        | (T::Time, ScalarValue::Time64Microsecond(Some(v)))
+        | (T::Timestamp | T::Timestamptz, ScalarValue::TimestampMicrosecond(Some(v), _))
+        | (T::TimestampNs | T::TimestamptzNs, ScalarValue::TimestampNanosecond(Some(v), _)) => {
+            L::Long(*v)
+        }
+        (T::Float, ScalarValue::Float32(Some(v))) => L::Float((*v).into()),
+        (T::Double, ScalarValue::Float64(Some(v))) => L::Double((*v).into()),
+        (T::Decimal { .. }, ScalarValue::Decimal128(Some(v), _, _)) => L::Int128(*v),
+        (
+            T::String,
+            ScalarValue::Utf8(Some(v))
+            | ScalarValue::LargeUtf8(Some(v))
+            | ScalarValue::Utf8View(Some(v)),
+        ) => L::String(v.clone()),
+        (T::Uuid, ScalarValue::FixedSizeBinary(16, Some(v))) => {
+            let bytes: [u8; 16] = v
+                .as_slice()
+                .try_into()
+                .map_err(|_| Error::InvalidArgument(format!("uuid value of {} bytes", v.len())))?;
+            L::UInt128(u128::from_be_bytes(bytes))
+        }
+        (
+            T::Fixed(_) | T::Binary,
+            ScalarValue::FixedSizeBinary(_, Some(v))
+            | ScalarValue::Binary(Some(v))
+            | ScalarValue::LargeBinary(Some(v))
+            | ScalarValue::BinaryView(Some(v)),
+        ) => L::Binary(v.clone()),
+        (ty, scalar) => {
+            return Err(Error::InvalidArgument(format!(
+                "value {scalar} does not fit Iceberg type {ty}"
+            )));
+        }
+    };
+    Ok(Some(Literal::Primitive(literal)))
+}

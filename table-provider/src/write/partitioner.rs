@@ -1,0 +1,338 @@
+//! Splitting batches by partition: a table's partition spec applied to Arrow arrays.
+//!
+//! Each partition field's source column (found by field id, inside structs too) goes through
+//! the `iceberg` crate's transform function for arrays; rows are grouped by the transformed
+//! values (their Arrow row encoding is the group key), and each group becomes one batch with
+//! its partition tuple as an Iceberg `Struct`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, StructArray, UInt32Array};
+use arrow::compute::{cast, take_record_batch};
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::row::{RowConverter, SortField};
+use datafusion::common::ScalarValue;
+use iceberg::spec::{PartitionSpec, PrimitiveType, Schema, Struct, Type};
+use iceberg::transform::{BoxedTransformFunction, create_transform_function};
+
+use crate::error::{Error, Result};
+use crate::spec::{field_id_of, scalar_to_literal};
+
+/// One partition field, ready to apply.
+struct FieldTransform {
+    /// Indexes from the batch's top level down to the source column (through structs).
+    path: Vec<usize>,
+    function: BoxedTransformFunction,
+    result: PrimitiveType,
+    /// Whether the source must become microseconds first (the crate's hour transform).
+    to_micros: bool,
+}
+
+impl std::fmt::Debug for FieldTransform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FieldTransform")
+            .field("path", &self.path)
+            .field("result", &self.result)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The rows of one partition within a batch.
+#[derive(Debug)]
+pub struct PartitionSlice {
+    /// A key equal for equal partition tuples (the transformed values' row encoding).
+    pub key: Vec<u8>,
+    /// The partition tuple.
+    pub values: Struct,
+    /// The rows.
+    pub batch: RecordBatch,
+}
+
+/// Splits batches of a table's Arrow schema by its partition spec.
+#[derive(Debug)]
+pub struct Partitioner {
+    fields: Vec<FieldTransform>,
+}
+
+impl Partitioner {
+    /// A partitioner for `spec` over batches of `arrow_schema` (the Arrow form of `schema`, with
+    /// field ids).
+    pub fn new(schema: &Schema, spec: &PartitionSpec, arrow_schema: &SchemaRef) -> Result<Self> {
+        let mut fields = Vec::new();
+        for field in spec.fields() {
+            let source = schema.field_by_id(field.source_id).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "partition field {} has no source column {}",
+                    field.name, field.source_id
+                ))
+            })?;
+            let Type::Primitive(source_type) = source.field_type.as_ref() else {
+                return Err(Error::InvalidArgument(format!(
+                    "partition field {} has a non-primitive source {}",
+                    field.name, source.name
+                )));
+            };
+            let result = match field.transform.result_type(&source.field_type)? {
+                Type::Primitive(p) => p,
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "partition field {} has result type {other}",
+                        field.name
+                    )));
+                }
+            };
+            let path = path_to(arrow_schema.fields(), field.source_id).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "partition source column {} (field id {}) is not in the written data",
+                    source.name, field.source_id
+                ))
+            })?;
+            let to_micros = matches!(
+                source_type,
+                PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs
+            ) && matches!(field.transform, iceberg::spec::Transform::Hour);
+            fields.push(FieldTransform {
+                path,
+                function: create_transform_function(&field.transform)?,
+                result,
+                to_micros,
+            });
+        }
+        Ok(Self { fields })
+    }
+
+    /// Whether every row goes to the one (empty) partition.
+    pub fn is_unpartitioned(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// The rows of `batch` grouped by partition, in the order each partition first appears.
+    pub fn split(&self, batch: &RecordBatch) -> Result<Vec<PartitionSlice>> {
+        if self.fields.is_empty() {
+            return Ok(vec![PartitionSlice {
+                key: Vec::new(),
+                values: Struct::empty(),
+                batch: batch.clone(),
+            }]);
+        }
+        let transformed = self
+            .fields
+            .iter()
+            .map(|f| self.transform(f, batch))
+            .collect::<Result<Vec<_>>>()?;
+        let converter = RowConverter::new(
+            transformed
+                .iter()
+                .map(|a| SortField::new(a.data_type().clone()))
+                .collect(),
+        )?;
+        let rows = converter.convert_columns(&transformed)?;
+        let mut groups: HashMap<&[u8], Vec<u32>> = HashMap::new();
+        let mut order: Vec<&[u8]> = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let key = row.data();
+            groups
+                .entry(key)
+                .or_insert_with(|| {
+                    order.push(key);
+                    Vec::new()
+                })
+                .push(i as u32);
+        }
+        let mut slices = Vec::with_capacity(order.len());
+        for key in order {
+            let indices = &groups[key];
+            let first = indices[0] as usize;
+            let values = self
+                .fields
+                .iter()
+                .zip(&transformed)
+                .map(|(f, array)| {
+                    scalar_to_literal(&ScalarValue::try_from_array(array, first)?, &f.result)
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let rows = if indices.len() == batch.num_rows() {
+                batch.clone()
+            } else {
+                take_record_batch(batch, &UInt32Array::from(indices.clone()))?
+            };
+            slices.push(PartitionSlice {
+                key: key.to_vec(),
+                values: Struct::from_iter(values),
+                batch: rows,
+            });
+        }
+        Ok(slices)
+    }
+
+    fn transform(&self, field: &FieldTransform, batch: &RecordBatch) -> Result<ArrayRef> {
+        let mut array: ArrayRef = Arc::clone(batch.column(field.path[0]));
+        for &index in &field.path[1..] {
+            let parent = array
+                .as_any()
+                .downcast_ref::<StructArray>()
+                .ok_or_else(|| {
+                    Error::InvalidArgument("partition source path is not a struct".into())
+                })?;
+            // A null parent struct makes its fields null.
+            let child = Arc::clone(parent.column(index));
+            array = match parent.nulls() {
+                Some(nulls) if nulls.null_count() > 0 => {
+                    let data = child.to_data().into_builder().nulls(Some(
+                        arrow::buffer::NullBuffer::union(Some(nulls), child.nulls())
+                            .unwrap_or_else(|| nulls.clone()),
+                    ));
+                    arrow::array::make_array(data.build()?)
+                }
+                _ => child,
+            };
+        }
+        let array = match array.data_type() {
+            DataType::Utf8View | DataType::LargeUtf8 => cast(&array, &DataType::Utf8)?,
+            DataType::BinaryView | DataType::LargeBinary => cast(&array, &DataType::Binary)?,
+            DataType::Dictionary(_, value) => cast(&array, value)?,
+            DataType::Timestamp(TimeUnit::Nanosecond, tz) if field.to_micros => cast(
+                &array,
+                &DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
+            )?,
+            _ => array,
+        };
+        Ok(field.function.transform(array)?)
+    }
+}
+
+/// The indexes from the top level to the field with `id` (through structs).
+fn path_to(fields: &arrow::datatypes::Fields, id: i32) -> Option<Vec<usize>> {
+    for (i, field) in fields.iter().enumerate() {
+        if field_id_of(field) == Some(id) {
+            return Some(vec![i]);
+        }
+        if let DataType::Struct(children) = field.data_type()
+            && let Some(mut rest) = path_to(children, id)
+        {
+            rest.insert(0, i);
+            return Some(rest);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Int64Array, StringArray, TimestampMicrosecondArray};
+    use iceberg::spec::{Literal, NestedField, PrimitiveType, Transform, Type};
+
+    use super::*;
+    use crate::spec::iceberg_schema_to_arrow;
+
+    fn schema() -> Schema {
+        Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(2, "s", Type::Primitive(PrimitiveType::String)).into(),
+                NestedField::optional(3, "ts", Type::Primitive(PrimitiveType::Timestamp)).into(),
+            ])
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn rows_group_by_their_transformed_values() {
+        let schema = schema();
+        let spec = PartitionSpec::builder(schema.clone())
+            .add_partition_field("s", "s", Transform::Identity)
+            .unwrap()
+            .add_partition_field("ts", "ts_day", Transform::Day)
+            .unwrap()
+            .add_partition_field("id", "id_trunc", Transform::Truncate(10))
+            .unwrap()
+            .build()
+            .unwrap();
+        let arrow_schema = Arc::new(iceberg_schema_to_arrow(&schema).unwrap());
+        let day = 86_400_000_000i64;
+        let batch = RecordBatch::try_new(
+            Arc::clone(&arrow_schema),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2, 13, 4, -1])),
+                Arc::new(StringArray::from(vec![
+                    Some("a/b"),
+                    Some("a/b"),
+                    Some("a/b"),
+                    None,
+                    Some("a/b"),
+                ])),
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![day, day + 5, day + 7, day, -1])
+                        .with_timezone_opt(None::<String>),
+                ),
+            ],
+        )
+        .unwrap();
+        let partitioner = Partitioner::new(&schema, &spec, &arrow_schema).unwrap();
+        let slices = partitioner.split(&batch).unwrap();
+        let summary: Vec<(Vec<Option<Literal>>, Vec<i64>)> = slices
+            .iter()
+            .map(|s| {
+                let ids = s
+                    .batch
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap();
+                (
+                    s.values.iter().map(|v| v.cloned()).collect(),
+                    ids.values().to_vec(),
+                )
+            })
+            .collect();
+        let string = |v: &str| Some(Literal::string(v));
+        assert_eq!(
+            summary,
+            vec![
+                (
+                    vec![
+                        string("a/b"),
+                        Some(Literal::date(1)),
+                        Some(Literal::long(0))
+                    ],
+                    vec![1, 2]
+                ),
+                (
+                    vec![
+                        string("a/b"),
+                        Some(Literal::date(1)),
+                        Some(Literal::long(10))
+                    ],
+                    vec![13]
+                ),
+                (
+                    vec![None, Some(Literal::date(1)), Some(Literal::long(0))],
+                    vec![4]
+                ),
+                // Floor semantics before the epoch and below zero.
+                (
+                    vec![
+                        string("a/b"),
+                        Some(Literal::date(-1)),
+                        Some(Literal::long(-10))
+                    ],
+                    vec![-1]
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn unpartitioned_tables_take_whole_batches() {
+        let schema = schema();
+        let arrow_schema = Arc::new(iceberg_schema_to_arrow(&schema).unwrap());
+        let spec = PartitionSpec::builder(schema.clone()).build().unwrap();
+        let partitioner = Partitioner::new(&schema, &spec, &arrow_schema).unwrap();
+        assert!(partitioner.is_unpartitioned());
+        let batch = RecordBatch::new_empty(Arc::clone(&arrow_schema));
+        let slices = partitioner.split(&batch).unwrap();
+        assert_eq!(slices.len(), 1);
+        assert_eq!(slices[0].values, Struct::empty());
+    }
+}

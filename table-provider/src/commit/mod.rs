@@ -1,0 +1,22 @@
+//! Committing new snapshots: Petrel's snapshot producer.
+//!
+//! The `iceberg` crate's `Transaction` only fast-appends, always to `main`, and re-applies its
+//! actions on retry without validation; the row-level operations to come need overwrites and
+//! row deltas with validation. So Petrel produces snapshots itself, reusing the crate's spec
+//! writers (manifest, manifest list, metadata builder) and writing every byte through its own
+//! object_store IO:
+//!
+//! - [`avro_out`]: the crate's Avro writers into memory, so the bytes go out through
+//!   [`crate::io::TableIo`].
+//! - [`summary`]: snapshot summaries (`added-*`, `total-*`) as Iceberg Java writes them.
+//! - [`append`]: an append snapshot: new data files in new manifests, the parent's manifests
+//!   carried over, the manifest list and the new table metadata (row lineage in format 3).
+//! - [`retry`]: the commit loop: atomic swap through the catalog, retried on conflict.
+
+pub mod append;
+pub mod avro_out;
+pub mod retry;
+pub mod summary;
+
+pub use append::{AppendAttempt, AppendProducer};
+pub use retry::{AppendOutcome, RetryPolicy, commit_append};

@@ -30,11 +30,15 @@
 //! - [`provider`]: the `TableProvider`.
 //! - [`time_travel`]: `FOR VERSION AS OF` / `FOR TIMESTAMP AS OF` in SQL.
 //! - [`signed_zero`]: `-0.0 = 0.0` in comparisons with constants, as in Spark and PostgreSQL.
+//! - [`dml`]: `INSERT` as DataFusion plans: parallel writer partitions under one commit.
+//! - [`commit`]: Petrel's snapshot producer (appends), writing through its own IO.
 //! - [`write`]: what writers compute per data file: column metrics, partition paths.
 //! - [`error`]: one error type with table / snapshot / file context.
 
 pub mod catalog;
+pub mod commit;
 pub mod deletes;
+pub mod dml;
 pub mod error;
 pub mod io;
 pub mod plan;

@@ -28,16 +28,19 @@ use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFacto
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::datasource::table_schema::TableSchema;
+use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr_adapter::PhysicalExprAdapterFactory;
 use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use iceberg::spec::{NameMapping, Transform};
 
-use crate::catalog::LoadedTable;
+use crate::catalog::{Catalog, LoadedTable};
 use crate::deletes::{EqualityGroup, FileDeletes, MergeOnRead, key_type};
+use crate::dml::{IcebergCommitExec, IcebergWriteExec};
 use crate::error::{Error, Result};
 use crate::plan::{DeleteFileRef, DeleteKind, Predicate, ScanPlan, ScanPlanner, ScanRequest};
 use crate::scan::{
@@ -45,6 +48,7 @@ use crate::scan::{
     NanSafeReaderFactory, partitioned_file,
 };
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
+use crate::write::data_file_writer::WriteSettings;
 
 /// An Iceberg table at one snapshot selection, for DataFusion.
 #[derive(Debug, Clone)]
@@ -56,6 +60,8 @@ pub struct IcebergTableProvider {
     planner: Arc<ScanPlanner>,
     /// Field ids that are identity-partitioned in every spec.
     identity_everywhere: HashSet<i32>,
+    /// The catalog the table came from: where writes commit (none: read-only).
+    catalog: Option<Arc<dyn Catalog>>,
 }
 
 impl IcebergTableProvider {
@@ -90,7 +96,14 @@ impl IcebergTableProvider {
             arrow_schema,
             planner,
             identity_everywhere,
+            catalog: None,
         })
+    }
+
+    /// The provider, writing through `catalog` (INSERT commits there).
+    pub fn with_catalog(mut self, catalog: Arc<dyn Catalog>) -> Self {
+        self.catalog = Some(catalog);
+        self
     }
 
     /// The table read.
@@ -174,6 +187,61 @@ impl TableProvider for IcebergTableProvider {
                 }
             })
             .collect())
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        input: Arc<dyn ExecutionPlan>,
+        insert_op: InsertOp,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let table = self.table.ident().to_string();
+        let refuse = |message: String| -> DFResult<Arc<dyn ExecutionPlan>> {
+            Err(Error::Unsupported {
+                table: table.clone(),
+                message,
+            }
+            .into())
+        };
+        let Some(catalog) = &self.catalog else {
+            return refuse("this table is read-only here".into());
+        };
+        if !matches!(self.selector, SnapshotSelector::Current) {
+            return refuse("INSERT into a snapshot, tag or branch is not supported yet".into());
+        }
+        if insert_op != InsertOp::Append {
+            return refuse(format!(
+                "INSERT {insert_op} is not supported yet (only INSERT INTO)"
+            ));
+        }
+        let metadata = self.table.metadata();
+        if metadata.current_schema_id() != self.resolved.schema.schema_id() {
+            return refuse(
+                "the table's schema changed since it was loaded; run the statement again".into(),
+            );
+        }
+        let settings = Arc::new(WriteSettings::new(
+            table.clone(),
+            metadata,
+            Arc::clone(&self.arrow_schema),
+        )?);
+        let partition_type = settings
+            .spec()
+            .partition_type(settings.schema())
+            .map_err(Error::from)?;
+        let write: Arc<dyn ExecutionPlan> = Arc::new(IcebergWriteExec::new(
+            input,
+            settings,
+            self.table.io().clone(),
+            partition_type,
+            metadata.format_version(),
+        ));
+        let gathered: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(write));
+        Ok(Arc::new(IcebergCommitExec::new(
+            gathered,
+            Arc::clone(catalog),
+            self.table.clone(),
+        )))
     }
 
     async fn scan(

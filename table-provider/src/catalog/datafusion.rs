@@ -141,7 +141,8 @@ impl SchemaProvider for IcebergSchemaProvider {
             Err(Error::NotFound(_)) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let provider = IcebergTableProvider::try_new(table, selector, Arc::clone(&self.planner))?;
+        let provider = IcebergTableProvider::try_new(table, selector, Arc::clone(&self.planner))?
+            .with_catalog(Arc::clone(&self.catalog));
         Ok(Some(Arc::new(provider)))
     }
 

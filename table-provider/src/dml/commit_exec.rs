@@ -1,0 +1,174 @@
+//! [`IcebergCommitExec`]: gathers the written data files and commits them as one snapshot.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, RecordBatch, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use futures::TryStreamExt;
+use iceberg::spec::{DataFile, deserialize_data_file_from_json};
+
+use super::write_exec::DATA_FILE_COLUMN;
+use crate::catalog::{Catalog, LoadedTable};
+use crate::commit::commit_append;
+use crate::error::Error;
+
+/// Commits the data files its (single-partition) input describes as one append to `main` and
+/// returns the number of rows written as `count`.
+#[derive(Debug)]
+pub struct IcebergCommitExec {
+    input: Arc<dyn ExecutionPlan>,
+    catalog: Arc<dyn Catalog>,
+    table: LoadedTable,
+    properties: Arc<PlanProperties>,
+}
+
+impl IcebergCommitExec {
+    /// Commits what `input` (one partition) wrote for `table` through `catalog`.
+    pub fn new(
+        input: Arc<dyn ExecutionPlan>,
+        catalog: Arc<dyn Catalog>,
+        table: LoadedTable,
+    ) -> Self {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "count",
+            DataType::UInt64,
+            false,
+        )]));
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            input,
+            catalog,
+            table,
+            properties,
+        }
+    }
+}
+
+impl DisplayAs for IcebergCommitExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "IcebergCommitExec: table={} operation=append",
+            self.table.ident()
+        )
+    }
+}
+
+impl ExecutionPlan for IcebergCommitExec {
+    fn name(&self) -> &str {
+        "IcebergCommitExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn required_input_distribution(&self) -> Vec<datafusion::physical_plan::Distribution> {
+        vec![datafusion::physical_plan::Distribution::SinglePartition]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let input = children
+            .pop()
+            .ok_or_else(|| DataFusionError::Internal("IcebergCommitExec needs an input".into()))?;
+        Ok(Arc::new(Self::new(
+            input,
+            Arc::clone(&self.catalog),
+            self.table.clone(),
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "IcebergCommitExec has one partition, not {partition}"
+            )));
+        }
+        let input = self.input.execute(0, context)?;
+        let catalog = Arc::clone(&self.catalog);
+        let table = self.table.clone();
+        let schema = self.schema();
+        let out_schema = Arc::clone(&schema);
+        let stream = futures::stream::once(async move {
+            let batches: Vec<RecordBatch> = input.try_collect().await?;
+            let files = read_data_files(&table, &batches)?;
+            let rows: u64 = files.iter().map(DataFile::record_count).sum();
+            if !files.is_empty() {
+                let locations: Vec<String> =
+                    files.iter().map(|f| f.file_path().to_string()).collect();
+                if let Err(error) = commit_append(catalog.as_ref(), table.clone(), files).await {
+                    if !matches!(error, Error::CommitStateUnknown { .. }) {
+                        for location in locations {
+                            let _ = table.io().delete(&location).await;
+                        }
+                    }
+                    return Err(error.into());
+                }
+            }
+            Ok(RecordBatch::try_new(
+                out_schema,
+                vec![Arc::new(UInt64Array::from(vec![rows]))],
+            )?)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// The data files the write node described.
+fn read_data_files(table: &LoadedTable, batches: &[RecordBatch]) -> DFResult<Vec<DataFile>> {
+    let metadata = table.metadata();
+    let spec = metadata.default_partition_spec();
+    let schema = metadata.current_schema();
+    let partition_type = spec.partition_type(schema).map_err(Error::from)?;
+    let mut files = Vec::new();
+    for batch in batches {
+        let column = batch
+            .column_by_name(DATA_FILE_COLUMN)
+            .and_then(|c| c.as_string_opt::<i32>())
+            .ok_or_else(|| DataFusionError::Internal("write output has no data files".into()))?;
+        for i in 0..column.len() {
+            files.push(
+                deserialize_data_file_from_json(
+                    column.value(i),
+                    spec.spec_id(),
+                    &partition_type,
+                    schema,
+                )
+                .map_err(Error::from)?,
+            );
+        }
+    }
+    Ok(files)
+}

@@ -1,0 +1,204 @@
+//! [`IcebergWriteExec`]: writes each input partition's rows as data files.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, execute_input_stream};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::StreamExt;
+use iceberg::spec::{FormatVersion, StructType, serialize_data_file_to_json};
+
+use crate::error::Error;
+use crate::io::TableIo;
+use crate::write::data_file_writer::{RollingFileWriter, WriteSettings};
+use crate::write::partitioner::Partitioner;
+
+/// The column of the write node's output: one JSON data file description per row.
+pub(crate) const DATA_FILE_COLUMN: &str = "data_file";
+
+/// Writes each input partition's rows as data files of one table and emits their descriptions.
+#[derive(Debug)]
+pub struct IcebergWriteExec {
+    input: Arc<dyn ExecutionPlan>,
+    settings: Arc<WriteSettings>,
+    io: TableIo,
+    partition_type: StructType,
+    format_version: FormatVersion,
+    properties: Arc<PlanProperties>,
+}
+
+impl IcebergWriteExec {
+    /// Writes `input` with `settings` through `io`.
+    pub fn new(
+        input: Arc<dyn ExecutionPlan>,
+        settings: Arc<WriteSettings>,
+        io: TableIo,
+        partition_type: StructType,
+        format_version: FormatVersion,
+    ) -> Self {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            DATA_FILE_COLUMN,
+            DataType::Utf8,
+            false,
+        )]));
+        let partitions = input.properties().output_partitioning().partition_count();
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            input,
+            settings,
+            io,
+            partition_type,
+            format_version,
+            properties,
+        }
+    }
+}
+
+impl DisplayAs for IcebergWriteExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "IcebergWriteExec: spec={}",
+            self.settings.spec().spec_id()
+        )
+    }
+}
+
+impl ExecutionPlan for IcebergWriteExec {
+    fn name(&self) -> &str {
+        "IcebergWriteExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let input = children
+            .pop()
+            .ok_or_else(|| DataFusionError::Internal("IcebergWriteExec needs an input".into()))?;
+        Ok(Arc::new(Self::new(
+            input,
+            Arc::clone(&self.settings),
+            self.io.clone(),
+            self.partition_type.clone(),
+            self.format_version,
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        // Checks NOT NULL columns as DataFusion's own sinks do.
+        let input = execute_input_stream(
+            Arc::clone(&self.input),
+            Arc::clone(self.settings.arrow_schema()),
+            partition,
+            context,
+        )?;
+        let settings = Arc::clone(&self.settings);
+        let io = self.io.clone();
+        let partition_type = self.partition_type.clone();
+        let format_version = self.format_version;
+        let schema = self.schema();
+        let out_schema = Arc::clone(&schema);
+        let stream = futures::stream::once(async move {
+            let files = write_partition(input, &settings, &io, partition).await?;
+            let json = files
+                .into_iter()
+                .map(|f| serialize_data_file_to_json(f, &partition_type, format_version))
+                .collect::<iceberg::Result<Vec<_>>>()
+                .map_err(Error::from)?;
+            Ok(RecordBatch::try_new(
+                out_schema,
+                vec![Arc::new(StringArray::from(json))],
+            )?)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// Writes one input partition; on failure deletes what it wrote.
+async fn write_partition(
+    mut input: SendableRecordBatchStream,
+    settings: &Arc<WriteSettings>,
+    io: &TableIo,
+    task: usize,
+) -> DFResult<Vec<iceberg::spec::DataFile>> {
+    let partitioner =
+        Partitioner::new(settings.schema(), settings.spec(), settings.arrow_schema())?;
+    let mut writers: HashMap<Vec<u8>, RollingFileWriter> = HashMap::new();
+    let result: DFResult<()> = async {
+        while let Some(batch) = input.next().await {
+            let batch = batch?;
+            for slice in partitioner.split(&batch)? {
+                let writer = match writers.entry(slice.key) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(RollingFileWriter::new(
+                            Arc::clone(settings),
+                            io.clone(),
+                            slice.values,
+                            task,
+                        )?)
+                    }
+                };
+                writer.write(&slice.batch).await?;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    let mut files = Vec::new();
+    let mut failure = result.err();
+    let mut written: Vec<String> = Vec::new();
+    for (_, writer) in writers {
+        written.extend(writer.locations());
+        if failure.is_some() {
+            continue;
+        }
+        match writer.close().await {
+            Ok(mut closed) => files.append(&mut closed),
+            Err(e) => failure = Some(e.into()),
+        }
+    }
+    if let Some(error) = failure {
+        for location in written {
+            let _ = io.delete(&location).await;
+        }
+        return Err(error);
+    }
+    Ok(files)
+}

@@ -227,11 +227,36 @@ async fn inserts_commit_snapshots_that_petrel_pyiceberg_and_spark_read() {
         &[("write.target-file-size-bytes", "8192")],
     )
     .await;
+    create(
+        catalog.as_ref(),
+        "lineage",
+        parted_fields(),
+        &[("s", Transform::Identity), ("ts", Transform::Month)],
+        FormatVersion::V3,
+        &[],
+    )
+    .await;
     let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
     let model = insert_scenario(&ctx).await;
     let petrel_rows = check_scenario(&ctx, &model).await;
+    // Format 3: two appends into a table with row lineage.
+    for _ in 0..2 {
+        let n = run(
+            &ctx,
+            &format!("INSERT INTO iceberg.db.lineage SELECT * FROM {PARTED} WHERE id < 1000"),
+        )
+        .await;
+        assert_eq!(n, 40);
+    }
 
-    let seen = read_back(&warehouse, &["parted"]);
+    let seen = read_back(&warehouse, &["parted", "lineage"]);
+    let lineage = &seen["lineage"];
+    assert_eq!(lineage["metric_mismatches"], serde_json::json!([]));
+    assert_eq!(
+        lineage["row_lineage"],
+        serde_json::json!({"rows": 80, "row_ids": 80, "distinct": 80, "min": 0, "max": 79}),
+        "Spark reads a distinct _row_id for every row"
+    );
     let parted = &seen["parted"];
     assert_eq!(
         parted["metric_mismatches"],

@@ -66,7 +66,15 @@ def main():
                     mismatches.append(f"{t}.{name} {path}: upper bound {upper!r} below max {amax!r}")
                 if kind not in ("string",) and amin is not None and (lower != amin or upper != amax):
                     mismatches.append(f"{t}.{name} {path}: bounds {lower!r}..{upper!r}, values {amin!r}..{amax!r}")
+        lineage = None
+        version = json.loads((sorted((warehouse / "db" / t / "metadata").glob("v*.metadata.json"),
+                                     key=lambda p: int(p.name[1:].split(".")[0]))[-1]).read_text())["format-version"]
+        if version >= 3:
+            r = spark.sql(f"SELECT count(*), count(_row_id), count(DISTINCT _row_id), "
+                          f"min(_row_id), max(_row_id) FROM {ident}").collect()[0]
+            lineage = {"rows": r[0], "row_ids": r[1], "distinct": r[2], "min": r[3], "max": r[4]}
         out[t] = {
+            "row_lineage": lineage,
             "metric_mismatches": mismatches,
             "spark": make_corpus.result(spark.sql(f"SELECT * FROM {ident}")),
             "files": [make_corpus.jval(f.asDict(recursive=True)) for f in files],

@@ -342,7 +342,14 @@ fn read_back(warehouse: &Path, tables: &[&str]) -> Value {
         .arg(warehouse)
         .args(tables)
         .env("TZ", "UTC")
-        .env("JAVA_TOOL_OPTIONS", "-XX:-UsePerfData")
+        // The JVM's scratch files go where the test run's do.
+        .env(
+            "JAVA_TOOL_OPTIONS",
+            format!(
+                "-Djava.io.tmpdir={} -XX:-UsePerfData",
+                std::env::temp_dir().display()
+            ),
+        )
         .output()
         .expect("read_back.py");
     assert!(

@@ -231,7 +231,7 @@ impl TableProvider for IcebergTableProvider {
             .map_err(Error::from)?;
         let write: Arc<dyn ExecutionPlan> = Arc::new(IcebergWriteExec::new(
             input,
-            settings,
+            Arc::clone(&settings),
             self.table.io().clone(),
             partition_type,
             metadata.format_version(),
@@ -241,6 +241,7 @@ impl TableProvider for IcebergTableProvider {
             gathered,
             Arc::clone(catalog),
             self.table.clone(),
+            settings,
         )))
     }
 

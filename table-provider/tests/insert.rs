@@ -430,3 +430,122 @@ async fn concurrent_inserts_all_commit() {
         assert_eq!(table.metadata().snapshots().count(), 200, "{catalog:?}");
     }
 }
+
+/// Every file under `dir` but metadata, recursively (data files, and any staging leftovers).
+fn data_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(data_files(&path));
+            } else if !path.to_string_lossy().contains("/metadata/") {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// Bad rows fail the statement with an error naming the problem, commit nothing and leave no
+/// data file behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_inserts_fail_clearly_and_leave_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = dir.path().join("warehouse");
+    std::fs::create_dir_all(&warehouse).expect("mkdir");
+    let catalog: Arc<dyn Catalog> =
+        Arc::new(FileSystemCatalog::new(warehouse.to_str().expect("utf8")).expect("catalog"));
+    catalog
+        .create_namespace(&Namespace::new(vec!["db".into()]), false)
+        .await
+        .expect("namespace");
+    create(
+        catalog.as_ref(),
+        "strict",
+        vec![
+            field(1, "id", PrimitiveType::Long, true),
+            field(
+                2,
+                "amount",
+                PrimitiveType::Decimal {
+                    precision: 10,
+                    scale: 2,
+                },
+                false,
+            ),
+            field(3, "s", PrimitiveType::String, false),
+        ],
+        &[("s", Transform::Identity)],
+        FormatVersion::V2,
+        &[("write.target-file-size-bytes", "4096")],
+    )
+    .await;
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+    let table = "iceberg.db.strict";
+    assert_eq!(
+        run(&ctx, &format!("INSERT INTO {table} VALUES (1, 1.50, 'a')")).await,
+        1
+    );
+    let files_before = data_files(&warehouse);
+    let ident = TableIdent::new(Namespace::new(vec!["db".into()]), "strict");
+    let version = |t: &petrel_table_provider::LoadedTable| t.metadata_location().to_string();
+    let before = version(&catalog.load_table(&ident).await.expect("load"));
+
+    for (sql, expected) in [
+        (
+            format!("INSERT INTO {table} VALUES (2, 1.00, 'b'), (NULL, 2.00, 'c')"),
+            "non-nullable",
+        ),
+        (
+            format!("INSERT INTO {table} VALUES ('x', 1.00, 'b')"),
+            "Cannot cast",
+        ),
+        (
+            format!("INSERT INTO {table} VALUES (3, 123456789012.34, 'b')"),
+            "too large to store in a Decimal128 of precision 10",
+        ),
+        (
+            format!("INSERT INTO {table} (id, nope) VALUES (4, 1)"),
+            "nope",
+        ),
+        (format!("INSERT INTO {table} VALUES (5)"), "expected 3"),
+        // Fails at row 30,000, after files of earlier rows were written and closed.
+        (
+            format!(
+                "INSERT INTO {table} SELECT CAST(CASE WHEN value = 30000 THEN 'x' \
+                 ELSE CAST(value AS VARCHAR) END AS BIGINT), 1.00, 'g' || (value % 3) \
+                 FROM generate_series(1, 40000)"
+            ),
+            "Cannot cast string 'x'",
+        ),
+    ] {
+        let err = query(&ctx, &sql).await.expect_err(&sql).to_string();
+        assert!(err.contains(expected), "{sql}: {err}");
+        assert_eq!(
+            data_files(&warehouse),
+            files_before,
+            "{sql} left files behind"
+        );
+        let now = catalog.load_table(&ident).await.expect("load");
+        assert_eq!(version(&now), before, "{sql} committed");
+    }
+    let count = single_i64(
+        &query(&ctx, &format!("SELECT count(*) FROM {table}"))
+            .await
+            .expect("count"),
+    );
+    assert_eq!(count, 1);
+    // A column list may leave nullable columns out.
+    assert_eq!(
+        run(&ctx, &format!("INSERT INTO {table} (id) VALUES (6)")).await,
+        1
+    );
+    let got = rows(
+        &ctx,
+        &format!("SELECT id, amount, s FROM {table}"),
+        &["bigint", "decimal(10,2)", "string"],
+    )
+    .await;
+    assert_eq!(got, [r#"[1,"1.50","a"]"#, r#"[6,null,null]"#]);
+}

@@ -19,6 +19,7 @@ use super::write_exec::DATA_FILE_COLUMN;
 use crate::catalog::{Catalog, LoadedTable};
 use crate::commit::commit_append;
 use crate::error::Error;
+use crate::write::data_file_writer::WriteSettings;
 
 /// Commits the data files its (single-partition) input describes as one append to `main` and
 /// returns the number of rows written as `count`.
@@ -27,15 +28,18 @@ pub struct IcebergCommitExec {
     input: Arc<dyn ExecutionPlan>,
     catalog: Arc<dyn Catalog>,
     table: LoadedTable,
+    /// The write below, whose started files a failure deletes.
+    write: Arc<WriteSettings>,
     properties: Arc<PlanProperties>,
 }
 
 impl IcebergCommitExec {
-    /// Commits what `input` (one partition) wrote for `table` through `catalog`.
+    /// Commits what `input` (one partition) wrote with `write` for `table` through `catalog`.
     pub fn new(
         input: Arc<dyn ExecutionPlan>,
         catalog: Arc<dyn Catalog>,
         table: LoadedTable,
+        write: Arc<WriteSettings>,
     ) -> Self {
         let schema = Arc::new(Schema::new(vec![Field::new(
             "count",
@@ -52,6 +56,7 @@ impl IcebergCommitExec {
             input,
             catalog,
             table,
+            write,
             properties,
         }
     }
@@ -103,6 +108,7 @@ impl ExecutionPlan for IcebergCommitExec {
             input,
             Arc::clone(&self.catalog),
             self.table.clone(),
+            Arc::clone(&self.write),
         )))
     }
 
@@ -119,30 +125,51 @@ impl ExecutionPlan for IcebergCommitExec {
         let input = self.input.execute(0, context)?;
         let catalog = Arc::clone(&self.catalog);
         let table = self.table.clone();
+        let write = Arc::clone(&self.write);
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
         let stream = futures::stream::once(async move {
-            let batches: Vec<RecordBatch> = input.try_collect().await?;
-            let files = read_data_files(&table, &batches)?;
-            let rows: u64 = files.iter().map(DataFile::record_count).sum();
-            if !files.is_empty() {
-                let locations: Vec<String> =
-                    files.iter().map(|f| f.file_path().to_string()).collect();
-                if let Err(error) = commit_append(catalog.as_ref(), table.clone(), files).await {
-                    if !matches!(error, Error::CommitStateUnknown { .. }) {
-                        for location in locations {
+            let result: DFResult<u64> = async {
+                let batches: Vec<RecordBatch> = input.try_collect().await?;
+                let files = read_data_files(&table, &batches)?;
+                let rows: u64 = files.iter().map(DataFile::record_count).sum();
+                if !files.is_empty() {
+                    commit_append(catalog.as_ref(), table.clone(), files).await?;
+                }
+                Ok(rows)
+            }
+            .await;
+            match result {
+                Ok(rows) => Ok(RecordBatch::try_new(
+                    out_schema,
+                    vec![Arc::new(UInt64Array::from(vec![rows]))],
+                )?),
+                Err(error) => {
+                    // An unknown commit outcome may have made the files live: keep them.
+                    if !is_commit_state_unknown(&error) {
+                        for location in write.started_files() {
                             let _ = table.io().delete(&location).await;
                         }
                     }
-                    return Err(error.into());
+                    Err(error)
                 }
             }
-            Ok(RecordBatch::try_new(
-                out_schema,
-                vec![Arc::new(UInt64Array::from(vec![rows]))],
-            )?)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// Whether `error` is (or wraps) a commit whose outcome is unknown.
+fn is_commit_state_unknown(error: &DataFusionError) -> bool {
+    match error {
+        DataFusionError::External(e) => {
+            matches!(
+                e.downcast_ref::<Error>(),
+                Some(Error::CommitStateUnknown { .. })
+            )
+        }
+        DataFusionError::Context(_, inner) => is_commit_state_unknown(inner),
+        _ => false,
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::sync::Arc;
 
@@ -150,7 +151,8 @@ impl ExecutionPlan for IcebergWriteExec {
     }
 }
 
-/// Writes one input partition; on failure deletes what it wrote.
+/// Writes one input partition (a failed write's files are deleted by the commit node, which
+/// sees every partition's: `WriteSettings::started_files`).
 async fn write_partition(
     mut input: SendableRecordBatchStream,
     settings: &Arc<WriteSettings>,
@@ -160,45 +162,24 @@ async fn write_partition(
     let partitioner =
         Partitioner::new(settings.schema(), settings.spec(), settings.arrow_schema())?;
     let mut writers: HashMap<Vec<u8>, RollingFileWriter> = HashMap::new();
-    let result: DFResult<()> = async {
-        while let Some(batch) = input.next().await {
-            let batch = batch?;
-            for slice in partitioner.split(&batch)? {
-                let writer = match writers.entry(slice.key) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(RollingFileWriter::new(
-                            Arc::clone(settings),
-                            io.clone(),
-                            slice.values,
-                            task,
-                        )?)
-                    }
-                };
-                writer.write(&slice.batch).await?;
-            }
+    while let Some(batch) = input.next().await {
+        let batch = batch?;
+        for slice in partitioner.split(&batch)? {
+            let writer = match writers.entry(slice.key) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert(RollingFileWriter::new(
+                    Arc::clone(settings),
+                    io.clone(),
+                    slice.values,
+                    task,
+                )?),
+            };
+            writer.write(&slice.batch).await?;
         }
-        Ok(())
     }
-    .await;
     let mut files = Vec::new();
-    let mut failure = result.err();
-    let mut written: Vec<String> = Vec::new();
     for (_, writer) in writers {
-        written.extend(writer.locations());
-        if failure.is_some() {
-            continue;
-        }
-        match writer.close().await {
-            Ok(mut closed) => files.append(&mut closed),
-            Err(e) => failure = Some(e.into()),
-        }
-    }
-    if let Some(error) = failure {
-        for location in written {
-            let _ = io.delete(&location).await;
-        }
-        return Err(error);
+        files.append(&mut writer.close().await?);
     }
     Ok(files)
 }

@@ -8,7 +8,7 @@
 //! metrics configuration ([`super::metrics::MetricsConfig`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::cast;
@@ -45,6 +45,9 @@ pub struct WriteSettings {
     metrics: MetricsConfig,
     /// Unique per write: file names never collide with another writer's.
     write_id: Uuid,
+    /// Every file this write started, so a failed statement can delete them all (the writer
+    /// tasks that finished as well as the one that failed).
+    started: Mutex<Vec<String>>,
 }
 
 impl WriteSettings {
@@ -113,7 +116,16 @@ impl WriteSettings {
             target_file_size,
             parquet,
             write_id: Uuid::new_v4(),
+            started: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Every data file this write has started (finished or not).
+    pub fn started_files(&self) -> Vec<String> {
+        self.started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The partition spec files are written with.
@@ -243,15 +255,6 @@ impl RollingFileWriter {
         Ok(self.written)
     }
 
-    /// The locations of the files written or being written (to delete if the write fails).
-    pub fn locations(&self) -> Vec<String> {
-        self.written
-            .iter()
-            .map(|f| f.file_path().to_string())
-            .chain(self.open.iter().map(|f| f.location.clone()))
-            .collect()
-    }
-
     /// `batch` with the writer's schema (field ids on every field; DataFusion's casts to the
     /// table schema drop field metadata).
     fn conform(&self, batch: &RecordBatch) -> Result<RecordBatch> {
@@ -281,6 +284,11 @@ impl RollingFileWriter {
             "{}/{:05}-{}-{:05}.parquet",
             self.directory, self.task, self.settings.write_id, self.count
         );
+        self.settings
+            .started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(location.clone());
         let (store, _, path) = self.io.resolve(&location)?;
         let writer = AsyncArrowWriter::try_new(
             ParquetObjectWriter::new(store, path),

@@ -16,6 +16,7 @@
 //! query_memory_limit = "2GiB"
 //! max_concurrent_queries = 16
 //! target_partitions = 4
+//! read_only = false            # true: queries only, every INSERT refused
 //!
 //! [[catalog]]
 //! name = "iceberg"
@@ -172,6 +173,10 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_TARGET_PARTITIONS")]
     pub target_partitions: Option<usize>,
 
+    /// Refuse every write (INSERT): serve queries only [default: false].
+    #[arg(long, env = "PETREL_READ_ONLY")]
+    pub read_only: bool,
+
     /// Write the bound address to this file once listening (for scripts and tests).
     #[arg(long, env = "PETREL_PORT_FILE")]
     pub port_file: Option<PathBuf>,
@@ -199,6 +204,8 @@ pub struct FileConfig {
     pub target_partitions: Option<usize>,
     /// Serve without auth on a non-loopback address.
     pub allow_unauthenticated_remote: Option<bool>,
+    /// Refuse every write.
+    pub read_only: Option<bool>,
     /// Catalogs.
     #[serde(default, rename = "catalog")]
     pub catalogs: Vec<CatalogConfig>,
@@ -306,6 +313,8 @@ pub struct ServerConfig {
     pub queue_timeout_secs: u64,
     /// DataFusion target partitions.
     pub target_partitions: Option<usize>,
+    /// Refuse every write (queries only).
+    pub read_only: bool,
     /// Where to write the bound address.
     pub port_file: Option<PathBuf>,
 }
@@ -334,6 +343,10 @@ bind = "127.0.0.1:50051"
 
 # Serve a non-loopback address without authentication (PETREL_ALLOW_UNAUTHENTICATED_REMOTE).
 allow_unauthenticated_remote = false
+
+# Refuse every write: INSERT fails with PERMISSION_DENIED and only queries run
+# (PETREL_READ_ONLY, --read-only).
+read_only = false
 
 # Catalog and schema (Iceberg namespace) of unqualified table names
 # (PETREL_DEFAULT_CATALOG, PETREL_DEFAULT_SCHEMA). Defaults: the first [[catalog]]; `demo`
@@ -488,6 +501,7 @@ impl ServeArgs {
                 .or(file.queue_timeout_secs)
                 .unwrap_or(DEFAULT_QUEUE_TIMEOUT_SECS),
             target_partitions: self.target_partitions.or(file.target_partitions),
+            read_only: self.read_only || file.read_only.unwrap_or(false),
             port_file: self.port_file.clone(),
         })
     }

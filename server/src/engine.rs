@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use arrow::array::RecordBatch;
+use arrow::array::{RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use datafusion::catalog::CatalogProvider;
@@ -32,6 +32,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext, SessionState};
 use datafusion::execution::memory_pool::GreedyMemoryPool;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt};
 use petrel_table_provider::catalog::Catalog;
 use petrel_table_provider::{IcebergCatalogProvider, NarrowStructColumns, SignedZeroEquality};
@@ -42,6 +43,7 @@ use tonic::Status;
 use crate::error::df_status;
 use crate::information_schema::TruthfulNumericPrecision;
 use crate::plan_cache::PlanCache;
+use crate::policy::{self, Policy};
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
 use crate::sql_text::{normalize_sql, order_placeholders};
 use crate::tickets::ipc_to_batches;
@@ -68,6 +70,8 @@ pub struct EngineOptions {
     pub max_concurrent_queries: usize,
     /// How long a query waits for an execution slot.
     pub queue_timeout: Duration,
+    /// Refuse every write (`--read-only`).
+    pub read_only: bool,
 }
 
 impl Default for EngineOptions {
@@ -77,6 +81,7 @@ impl Default for EngineOptions {
             query_memory_limit: None,
             max_concurrent_queries: 16,
             queue_timeout: Duration::from_secs(30),
+            read_only: false,
         }
     }
 }
@@ -85,6 +90,8 @@ impl Default for EngineOptions {
 pub struct QueryEngine {
     base: SessionState,
     catalogs: Vec<(String, CatalogSource)>,
+    /// The Iceberg catalogs' names (the only write targets).
+    iceberg_catalogs: Vec<String>,
     options: EngineOptions,
     permits: Arc<Semaphore>,
     running: Arc<Mutex<HashMap<Bytes, CancellationToken>>>,
@@ -149,9 +156,15 @@ impl QueryEngine {
                 .register_catalog(name.clone(), provider);
         }
         let permits = Arc::new(Semaphore::new(options.max_concurrent_queries.max(1)));
+        let iceberg_catalogs = catalogs
+            .iter()
+            .filter(|(_, s)| matches!(s, CatalogSource::Iceberg(_)))
+            .map(|(n, _)| n.clone())
+            .collect();
         Self {
             base: state,
             catalogs,
+            iceberg_catalogs,
             options,
             permits,
             running: Arc::new(Mutex::new(HashMap::new())),
@@ -215,13 +228,27 @@ impl QueryEngine {
         let text = normalize_sql(sql);
         let text = petrel_table_provider::rewrite_time_travel(&text)
             .map_err(|e| crate::error::to_status(&e))?;
-        let options = SQLOptions::new()
+        // Planning executes nothing; DDL would run in `SessionContext::sql`, so the plan is
+        // checked (`policy`) before the context sees it.
+        let state = ctx.state();
+        let plan = state.create_logical_plan(&text).await.map_err(df_status)?;
+        let options = state.config().options();
+        let policy = Policy {
+            iceberg_catalogs: &self.iceberg_catalogs,
+            default_catalog: &options.catalog.default_catalog,
+            default_schema: &options.catalog.default_schema,
+            read_only: self.options.read_only,
+        };
+        policy::check(&plan, &policy)?;
+        // DataFusion's own switches stay on as a second line (the policy allowed at most an
+        // INSERT INTO an Iceberg table).
+        SQLOptions::new()
             .with_allow_ddl(false)
-            .with_allow_dml(false)
-            .with_allow_statements(false);
-        ctx.sql_with_options(&text, options)
-            .await
-            .map_err(df_status)
+            .with_allow_dml(!self.options.read_only)
+            .with_allow_statements(false)
+            .verify_plan(&plan)
+            .map_err(df_status)?;
+        ctx.execute_logical_plan(plan).await.map_err(df_status)
     }
 
     /// Keeps the plan of `ticket`'s statement for its DoGet (see `plan_cache`).
@@ -244,6 +271,107 @@ impl QueryEngine {
         };
         let schema = flight_schema(frame.schema().inner());
         Ok(Planned { frame, schema })
+    }
+
+    /// Whether a planned statement is a write (one the policy allowed: `INSERT INTO` an Iceberg
+    /// table). Writes run once, through [`QueryEngine::write`], never from a DoGet ticket.
+    pub fn is_write(frame: &DataFrame) -> bool {
+        matches!(frame.logical_plan(), LogicalPlan::Dml(_))
+    }
+
+    /// Plans the write `sql` with every bound parameter row (IPC bytes; empty: none) as ONE
+    /// statement: each row is bound to its own copy of the statement, and the copies' inputs
+    /// are combined under one `INSERT` (UNION ALL), so a parameter batch is one commit.
+    pub async fn plan_write(
+        &self,
+        sql: &str,
+        session: &SessionDefaults,
+        parameters: &[u8],
+    ) -> Result<DataFrame, Status> {
+        let rows = param_rows(parameters)?;
+        if rows.is_empty() {
+            let frame = self.plan_sql(sql, session).await?;
+            let n = Self::parameter_schema(&frame)?.fields().len();
+            if n > 0 {
+                return Err(Status::invalid_argument(format!(
+                    "the statement has {n} parameter(s) but no values were bound"
+                )));
+            }
+            return Ok(frame);
+        }
+        let mut frames = Vec::with_capacity(rows.len());
+        for row in rows {
+            frames.push(self.plan(sql, session, Some(row)).await?.frame);
+        }
+        if frames.len() == 1 {
+            return Ok(frames.remove(0));
+        }
+        let mut first: Option<(SessionState, DmlStatement)> = None;
+        let mut inputs = Vec::with_capacity(frames.len());
+        for frame in frames {
+            let (state, plan) = frame.into_parts();
+            let LogicalPlan::Dml(dml) = plan else {
+                return Err(Status::invalid_argument(
+                    "only a write (INSERT INTO) can run once per bound parameter row here",
+                ));
+            };
+            inputs.push(Arc::clone(&dml.input));
+            if first.is_none() {
+                first = Some((state, dml));
+            }
+        }
+        let Some((state, dml)) = first else {
+            return Err(Status::internal("no statement planned"));
+        };
+        let mut union = LogicalPlanBuilder::from(dml.input.as_ref().clone());
+        for input in inputs.into_iter().skip(1) {
+            union = union.union(input.as_ref().clone()).map_err(df_status)?;
+        }
+        let union = union.build().map_err(df_status)?;
+        let combined = DmlStatement::new(
+            dml.table_name.clone(),
+            Arc::clone(&dml.target),
+            dml.op.clone(),
+            Arc::new(union),
+        );
+        Ok(DataFrame::new(state, LogicalPlan::Dml(combined)))
+    }
+
+    /// Runs a planned write once (under an execution permit) and returns the rows it wrote.
+    /// Logs one `query` line (rows = rows written) or `query failed`.
+    pub async fn run_write(
+        &self,
+        frame: DataFrame,
+        query_id: &[u8],
+        user: &str,
+        sql: &str,
+    ) -> Result<u64, Status> {
+        let started = Instant::now();
+        let result = async {
+            if !Self::is_write(&frame) {
+                return Err(Status::invalid_argument(
+                    "not a write: updates accept INSERT INTO <iceberg table>; run queries \
+                     with CommandStatementQuery",
+                ));
+            }
+            let _permit = self.acquire().await?;
+            let batches = frame.collect().await.map_err(df_status)?;
+            write_count(&batches)
+        }
+        .await;
+        match &result {
+            Ok(rows) => tracing::info!(
+                query_id = %crate::telemetry::query_id_hex(query_id),
+                user = %user,
+                sql = %sql,
+                rows = *rows,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                outcome = "complete",
+                "query"
+            ),
+            Err(status) => crate::telemetry::query_failed(Some(query_id), user, sql, status),
+        }
+        result
     }
 
     /// The statement's parameters as a schema (fields `$1`, `$2`, …; type Null when DataFusion
@@ -285,6 +413,7 @@ impl QueryEngine {
                 Some(planned) => planned,
                 None => self.plan(&ticket.sql, &session, None).await?,
             };
+            refuse_write_ticket(&planned.frame)?;
             let stream = planned.frame.execute_stream().await.map_err(df_status)?;
             (planned.schema, stream.map(|r| r.map_err(df_status)).boxed())
         } else {
@@ -303,6 +432,7 @@ impl QueryEngine {
                     }
                     Some(_) => {}
                 }
+                refuse_write_ticket(&planned.frame)?;
                 frames.push(planned.frame);
             }
             let stream = futures::stream::iter(frames)
@@ -423,6 +553,38 @@ fn bind(frame: DataFrame, values: Vec<ScalarValue>) -> Result<DataFrame, Status>
     frame
         .with_param_values(ParamValues::from(bound))
         .map_err(df_status)
+}
+
+/// A DoGet ticket never runs a write: writes run once, when GetFlightInfo or DoPut receives
+/// them, and their ticket carries the result (`tickets::write_result_ticket`). A statement
+/// ticket with a write in it was not issued by Petrel for this statement (or comes from a
+/// prepared-statement DoGet without GetFlightInfo); running it could insert twice.
+fn refuse_write_ticket(frame: &DataFrame) -> Result<(), Status> {
+    if QueryEngine::is_write(frame) {
+        return Err(Status::invalid_argument(
+            "this ticket holds a write (INSERT), which runs only once, when it is submitted: \
+             use GetFlightInfo (its ticket returns the row count), CommandStatementUpdate or \
+             CommandPreparedStatementUpdate",
+        ));
+    }
+    Ok(())
+}
+
+/// The rows a write reports (DataFusion's DML result: one `count` row per output batch).
+fn write_count(batches: &[RecordBatch]) -> Result<u64, Status> {
+    let mut total = 0u64;
+    for b in batches {
+        let Some(col) = b.column_by_name("count") else {
+            return Err(Status::internal("write returned no count column"));
+        };
+        let Some(counts) = col.as_any().downcast_ref::<UInt64Array>() else {
+            return Err(Status::internal(
+                "write returned a count that is not UInt64",
+            ));
+        };
+        total += counts.iter().flatten().sum::<u64>();
+    }
+    Ok(total)
 }
 
 /// Rows of bound parameters from a ticket's IPC bytes.

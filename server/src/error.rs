@@ -8,9 +8,9 @@
 //! |--------------------------------------------------------------|-------------------|
 //! | SQL syntax, planning, schema, cast, bad parameter            | INVALID_ARGUMENT  |
 //! | unknown table / namespace / snapshot / file                  | NOT_FOUND         |
-//! | DDL, DML, COPY, SET… (read-only server)                     | PERMISSION_DENIED |
+//! | DDL, COPY, SET, non-Iceberg or read-only writes (`policy`)   | PERMISSION_DENIED |
 //! | memory limit, too many queries                               | RESOURCE_EXHAUSTED|
-//! | table feature Petrel cannot read yet                         | UNIMPLEMENTED     |
+//! | unreadable table feature; DELETE, UPDATE, INSERT OVERWRITE   | UNIMPLEMENTED     |
 //! | cancelled query                                              | CANCELLED         |
 //! | IO, corrupt files, internal errors                           | INTERNAL          |
 //!
@@ -140,11 +140,11 @@ fn clean_message(text: &str) -> String {
     for (from, to) in [
         (
             "DDL not supported",
-            "Petrel is read-only (DDL is not allowed)",
+            "DDL is not supported (queries and INSERT INTO Iceberg tables only)",
         ),
         (
             "DML not supported",
-            "Petrel is read-only (INSERT/UPDATE/DELETE/COPY are not supported yet)",
+            "write refused (INSERT INTO Iceberg tables only, and none in read-only mode)",
         ),
         (
             "Statement not supported",
@@ -174,7 +174,11 @@ mod tests {
         let ddl = DataFusionError::Plan("DDL not supported: CreateExternalTable".into());
         let st = df_status(ddl);
         assert_eq!(st.code(), Code::PermissionDenied);
-        assert!(st.message().contains("read-only"), "{}", st.message());
+        assert!(
+            st.message().contains("DDL is not supported"),
+            "{}",
+            st.message()
+        );
         let cast = DataFusionError::ArrowError(Box::new(ArrowError::CastError("bad".into())), None);
         assert_eq!(df_status(cast).code(), Code::InvalidArgument);
     }

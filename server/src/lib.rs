@@ -28,6 +28,8 @@
 //! - [`telemetry`]: `tracing` to stderr; one log line per finished query.
 //! - [`demo`]: the embedded default warehouse with a demo table.
 //! - [`information_schema`]: truthful numeric precisions in `information_schema.columns`.
+//! - [`policy`]: what SQL may do (queries; INSERT INTO Iceberg tables unless `--read-only`),
+//!   decided on the logical plan.
 //! - [`server`]: binds, TLS, graceful shutdown.
 
 pub mod auth;
@@ -39,6 +41,7 @@ pub mod flight_sql;
 pub mod information_schema;
 mod locks;
 mod plan_cache;
+pub mod policy;
 pub mod server;
 pub mod session;
 pub mod sql_text;

@@ -85,6 +85,7 @@ pub async fn build_engine(
             query_memory_limit: cfg.query_memory_limit,
             max_concurrent_queries: cfg.max_concurrent_queries,
             queue_timeout: Duration::from_secs(cfg.queue_timeout_secs),
+            read_only: cfg.read_only,
         },
     );
     Ok((

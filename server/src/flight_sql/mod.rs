@@ -3,8 +3,11 @@
 //! [`PetrelFlightSql`] implements arrow-flight's `FlightSqlService`; each command family lives
 //! in its own file and this impl only dispatches:
 //!
-//! - [`statement`]: `CommandStatementQuery` → GetFlightInfo (plan) → DoGet (stream)
-//! - [`prepared`]: create / bind (DoPut) / execute / close with stateless handles
+//! - [`statement`]: `CommandStatementQuery` → GetFlightInfo (plan) → DoGet (stream); a write
+//!   sent this way runs once in GetFlightInfo and DoGet returns its count
+//! - [`prepared`]: create / bind (DoPut) / execute / update (DoPut) / close with stateless
+//!   handles
+//! - `CommandStatementUpdate` (DoPut): a write, run once, answering the row count
 //! - [`metadata`]: catalogs, schemas, tables, table types, primary and foreign keys
 //! - [`sql_info`], [`xdbc`]: GetSqlInfo and GetXdbcTypeInfo tables
 //!
@@ -42,8 +45,9 @@ use crate::engine::QueryEngine;
 use crate::error::to_status;
 use crate::session::SessionStore;
 use crate::telemetry::query_failed;
-use crate::tickets::{decode_handle, decode_statement};
-use statement::{DoGetStream, flight_info, one_batch};
+use crate::tickets::{WRITE_RESULT_TYPE_URL, decode_handle, decode_statement, decode_write_result};
+use bytes::Bytes;
+use statement::{DoGetStream, Logged, SchemaOnly, flight_info, one_batch, write_count_batch};
 
 /// Action names beyond the Flight SQL trait that [`service::PetrelService`] answers.
 pub(crate) const CUSTOM_ACTIONS: &[(&str, &str)] = &[
@@ -85,10 +89,11 @@ impl std::fmt::Debug for PetrelFlightSql {
 impl PetrelFlightSql {
     /// Handlers over `engine`, with sessions from `sessions`.
     pub fn new(engine: Arc<QueryEngine>, sessions: Arc<SessionStore>) -> Self {
+        let read_only = engine.options().read_only;
         Self {
             engine,
             sessions,
-            sql_info: sql_info::sql_info_data(),
+            sql_info: sql_info::sql_info_data(read_only),
             xdbc: xdbc::xdbc_type_info_data(),
             bound: prepared::BoundParameters::default(),
         }
@@ -142,12 +147,6 @@ fn handle_sql(handle: &[u8]) -> String {
     decode_handle(handle).map(|h| h.sql).unwrap_or_default()
 }
 
-fn read_only(what: &str) -> Status {
-    Status::permission_denied(format!(
-        "{what}: Petrel is read-only for now (only queries are accepted)"
-    ))
-}
-
 #[tonic::async_trait]
 impl FlightSqlService for PetrelFlightSql {
     type FlightService = PetrelFlightSql;
@@ -164,12 +163,14 @@ impl FlightSqlService for PetrelFlightSql {
         }
         let session = self.sessions.current(&request);
         let user = caller(&request);
+        let schema_only = request.extensions().get::<SchemaOnly>().is_some();
         let (info, _) = statement::plan_statement(
             &self.engine,
             &query.query,
             session,
             &user,
             request.into_inner(),
+            schema_only,
         )
         .await?;
         Ok(Response::new(info))
@@ -191,6 +192,11 @@ impl FlightSqlService for PetrelFlightSql {
         _request: Request<Ticket>,
         message: arrow_flight::sql::Any,
     ) -> Result<Response<DoGetStream>, Status> {
+        if message.type_url == WRITE_RESULT_TYPE_URL {
+            // A write that already ran: its count, as often as asked; nothing runs again.
+            let t = decode_write_result(&message.value)?;
+            return Self::batch(write_count_batch(t.count));
+        }
         Err(Status::invalid_argument(format!(
             "unknown ticket type {:?}: tickets come from GetFlightInfo",
             message.type_url
@@ -199,10 +205,29 @@ impl FlightSqlService for PetrelFlightSql {
 
     async fn do_put_statement_update(
         &self,
-        _ticket: CommandStatementUpdate,
-        _request: Request<PeekableFlightDataStream>,
+        ticket: CommandStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        Err(read_only("updates"))
+        let user = caller(&request);
+        let query_id = Bytes::from(crate::auth::random_bytes(16));
+        if ticket.transaction_id.is_some() {
+            let status = Status::invalid_argument(
+                "transactions are not supported (each statement commits on its own)",
+            );
+            query_failed(Some(&query_id), &user, &ticket.query, &status);
+            return Err(status);
+        }
+        let session = self.sessions.current(&request);
+        let frame = self
+            .engine
+            .plan_write(&ticket.query, &session, &[])
+            .await
+            .inspect_err(|s| query_failed(Some(&query_id), &user, &ticket.query, s))?;
+        let n = self
+            .engine
+            .run_write(frame, &query_id, &user, &ticket.query)
+            .await?;
+        i64::try_from(n).map_err(|_| Status::internal("row count exceeds i64"))
     }
 
     async fn do_put_statement_ingest(
@@ -210,7 +235,10 @@ impl FlightSqlService for PetrelFlightSql {
         _ticket: CommandStatementIngest,
         _request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        Err(read_only("bulk ingest"))
+        Err(Status::unimplemented(
+            "bulk ingest (CommandStatementIngest) is not supported yet: use INSERT INTO with \
+             bound parameters",
+        ))
     }
 
     // ---- prepared statements ---------------------------------------------------------------
@@ -256,9 +284,22 @@ impl FlightSqlService for PetrelFlightSql {
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
         let (user, sql) = (caller(&request), handle_sql(&cmd.prepared_statement_handle));
-        let info = prepared::flight_info_for(&self.engine, &self.bound, cmd, request.into_inner())
-            .await
-            .inspect_err(|s| query_failed(None, &user, &sql, s))?;
+        let schema_only = request.extensions().get::<SchemaOnly>().is_some();
+        let info = prepared::flight_info_for(
+            &self.engine,
+            &self.bound,
+            cmd,
+            request.into_inner(),
+            &user,
+            schema_only,
+        )
+        .await
+        .map_err(|s| {
+            if !Logged::was(&s) {
+                query_failed(None, &user, &sql, &s);
+            }
+            Logged::strip(s)
+        })?;
         Ok(Response::new(info))
     }
 
@@ -274,10 +315,18 @@ impl FlightSqlService for PetrelFlightSql {
 
     async fn do_put_prepared_statement_update(
         &self,
-        _query: CommandPreparedStatementUpdate,
-        _request: Request<PeekableFlightDataStream>,
+        query: CommandPreparedStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        Err(read_only("updates"))
+        let user = caller(&request);
+        prepared::update(
+            &self.engine,
+            &self.bound,
+            query,
+            request.into_inner(),
+            &user,
+        )
+        .await
     }
 
     // ---- metadata --------------------------------------------------------------------------

@@ -11,17 +11,27 @@
 //! bound to each handle; a handle that carries its own parameters never consults it.
 //!
 //! The JDBC driver sends every statement through here and decides "query or update" from the
-//! dataset schema: queries always have columns, and statements that are not queries are
-//! refused when the statement is created (Petrel is read-only until the write path lands).
+//! dataset schema: queries always have columns, and a write (`INSERT INTO` an Iceberg table)
+//! answers with an EMPTY dataset schema. Statements the policy refuses fail at creation.
+//!
+//! A write runs when it is submitted, once, with every bound parameter row as one statement
+//! (one commit: `QueryEngine::plan_write`): DoPut(CommandPreparedStatementUpdate) returns the
+//! row count; GetFlightInfo(CommandPreparedStatementQuery) runs it and hands back a ticket
+//! carrying the count (see `statement`). Parameters of an update come from the DoPut stream
+//! itself (ADBC), else from the handle (arrow-rs binds first, then updates), else from the
+//! parameters last bound to the handle.
 
-use arrow::datatypes::Schema;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow::ipc::writer::IpcWriteOptions;
 use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::error::FlightError;
 use arrow_flight::sql::server::PeekableFlightDataStream;
 use arrow_flight::sql::{
     ActionCreatePreparedStatementRequest, ActionCreatePreparedStatementResult,
-    CommandPreparedStatementQuery, DoPutPreparedStatementResult,
+    CommandPreparedStatementQuery, CommandPreparedStatementUpdate, DoPutPreparedStatementResult,
 };
 use arrow_flight::{FlightDescriptor, FlightInfo, IpcMessage, SchemaAsIpc};
 use bytes::Bytes;
@@ -30,7 +40,7 @@ use tonic::Status;
 
 use crate::engine::{QueryEngine, flight_schema};
 use crate::error::to_status;
-use crate::flight_sql::statement::{DoGetStream, execute_ticket, flight_info};
+use crate::flight_sql::statement::{DoGetStream, Logged, execute_ticket, flight_info, write_info};
 use crate::proto::petrel::{PreparedStatementHandle, SessionDefaults};
 use crate::tickets::{
     FORMAT_VERSION, batches_to_ipc, decode_handle, encode_handle, ipc_to_batches, statement_ticket,
@@ -83,11 +93,15 @@ pub(crate) async fn create(
 ) -> Result<ActionCreatePreparedStatementResult, Status> {
     if req.transaction_id.is_some() {
         return Err(Status::invalid_argument(
-            "transactions are not supported (Petrel is read-only)",
+            "transactions are not supported (each statement commits on its own)",
         ));
     }
     let frame = engine.plan_sql(&req.query, &session).await?;
-    let dataset = flight_schema(frame.schema().inner());
+    let dataset = if QueryEngine::is_write(&frame) {
+        Schema::empty()
+    } else {
+        flight_schema(frame.schema().inner()).as_ref().clone()
+    };
     let params = QueryEngine::parameter_schema(&frame)?;
     let handle = PreparedStatementHandle {
         version: FORMAT_VERSION,
@@ -112,6 +126,40 @@ pub(crate) async fn bind(
 ) -> Result<DoPutPreparedStatementResult, Status> {
     let mut handle = decode_handle(&cmd.prepared_statement_handle)?;
     let original_had_parameters = !handle.parameters.is_empty();
+    let received = read_parameters(stream).await?;
+    let session = handle.session.clone().unwrap_or_default();
+    let frame = engine.plan_sql(&handle.sql, &session).await?;
+    let expected = QueryEngine::parameter_schema(&frame)?.fields().len();
+    if let Some((schema, batches)) = received {
+        if schema.fields().len() != expected {
+            return Err(Status::invalid_argument(format!(
+                "the statement has {expected} parameter(s) but {} were bound",
+                schema.fields().len()
+            )));
+        }
+        handle.parameters = if batches.is_empty() {
+            Bytes::new()
+        } else {
+            batches_to_ipc(&schema, &batches)?
+        };
+    }
+    // Check the first row binds (types) now rather than at execution.
+    if let Some(first) = first_row(&handle.parameters)? {
+        engine.plan(&handle.sql, &session, Some(first)).await?;
+    }
+    if !original_had_parameters {
+        bound.remember(&cmd.prepared_statement_handle, handle.parameters.clone());
+    }
+    Ok(DoPutPreparedStatementResult {
+        prepared_statement_handle: Some(encode_handle(&handle)),
+    })
+}
+
+/// Parameter batches sent on a DoPut stream (their schema and the non-empty batches), or
+/// `None` when the stream carried no schema at all.
+async fn read_parameters(
+    stream: PeekableFlightDataStream,
+) -> Result<Option<(SchemaRef, Vec<RecordBatch>)>, Status> {
     let mut decoded =
         FlightRecordBatchStream::new_from_flight_data(stream.map_err(FlightError::from));
     let mut batches = Vec::new();
@@ -131,32 +179,7 @@ pub(crate) async fn bind(
             batches.push(batch);
         }
     }
-    let session = handle.session.clone().unwrap_or_default();
-    let frame = engine.plan_sql(&handle.sql, &session).await?;
-    let expected = QueryEngine::parameter_schema(&frame)?.fields().len();
-    if let Some(schema) = decoded.schema() {
-        if schema.fields().len() != expected {
-            return Err(Status::invalid_argument(format!(
-                "the statement has {expected} parameter(s) but {} were bound",
-                schema.fields().len()
-            )));
-        }
-        handle.parameters = if batches.is_empty() {
-            Bytes::new()
-        } else {
-            batches_to_ipc(schema, &batches)?
-        };
-    }
-    // Check the first row binds (types) now rather than at execution.
-    if let Some(first) = first_row(&handle.parameters)? {
-        engine.plan(&handle.sql, &session, Some(first)).await?;
-    }
-    if !original_had_parameters {
-        bound.remember(&cmd.prepared_statement_handle, handle.parameters.clone());
-    }
-    Ok(DoPutPreparedStatementResult {
-        prepared_statement_handle: Some(encode_handle(&handle)),
-    })
+    Ok(decoded.schema().map(|s| (Arc::clone(s), batches)))
 }
 
 fn first_row(ipc: &[u8]) -> Result<Option<Vec<datafusion::scalar::ScalarValue>>, Status> {
@@ -180,6 +203,8 @@ pub(crate) async fn flight_info_for(
     bound: &BoundParameters,
     cmd: CommandPreparedStatementQuery,
     descriptor: FlightDescriptor,
+    user: &str,
+    schema_only: bool,
 ) -> Result<FlightInfo, Status> {
     let mut handle = decode_handle(&cmd.prepared_statement_handle)?;
     if handle.parameters.is_empty()
@@ -199,8 +224,57 @@ pub(crate) async fn flight_info_for(
         }
     }
     let planned = engine.plan(&handle.sql, &session, first).await?;
-    let ticket = statement_ticket(&handle.sql, session, handle.parameters.clone());
+    let ticket = statement_ticket(&handle.sql, session.clone(), handle.parameters.clone());
+    if QueryEngine::is_write(&planned.frame) {
+        // Runs now, once, with every bound row; the ticket carries the count.
+        let count = if schema_only {
+            None
+        } else {
+            let frame = engine
+                .plan_write(&handle.sql, &session, &handle.parameters)
+                .await?;
+            Some(
+                engine
+                    .run_write(frame, &ticket.query_id, user, &handle.sql)
+                    .await
+                    .map_err(Logged::mark)?,
+            )
+        };
+        return write_info(ticket.query_id.clone(), count, &ticket, descriptor);
+    }
     flight_info(&planned.schema, to_flight_ticket(&ticket), descriptor)
+}
+
+/// DoPut(CommandPreparedStatementUpdate): runs the write once with all its parameter rows
+/// (see the module documentation for where they come from) and returns the rows written.
+pub(crate) async fn update(
+    engine: &QueryEngine,
+    bound: &BoundParameters,
+    cmd: CommandPreparedStatementUpdate,
+    stream: PeekableFlightDataStream,
+    user: &str,
+) -> Result<i64, Status> {
+    let mut handle = decode_handle(&cmd.prepared_statement_handle)?;
+    if let Some((schema, batches)) = read_parameters(stream).await?
+        && !batches.is_empty()
+    {
+        handle.parameters = batches_to_ipc(&schema, &batches)?;
+    }
+    if handle.parameters.is_empty()
+        && let Some(p) = bound.recall(&cmd.prepared_statement_handle)
+    {
+        handle.parameters = p;
+    }
+    let session = handle.session.clone().unwrap_or_default();
+    let query_id = Bytes::from(crate::auth::random_bytes(16));
+    let frame = engine
+        .plan_write(&handle.sql, &session, &handle.parameters)
+        .await
+        .inspect_err(|s| crate::telemetry::query_failed(Some(&query_id), user, &handle.sql, s))?;
+    let n = engine
+        .run_write(frame, &query_id, user, &handle.sql)
+        .await?;
+    i64::try_from(n).map_err(|_| Status::internal("row count exceeds i64"))
 }
 
 /// DoGet with a `CommandPreparedStatementQuery` as the ticket (some clients send that).

@@ -167,6 +167,10 @@ impl FlightService for PetrelService {
         mut request: Request<FlightDescriptor>,
     ) -> Result<Response<SchemaResult>, Status> {
         self.check(&mut request)?;
+        // Describe only: a write is planned, not run.
+        request
+            .extensions_mut()
+            .insert(super::statement::SchemaOnly);
         let info = FlightService::get_flight_info(&self.inner, request)
             .await?
             .into_inner();

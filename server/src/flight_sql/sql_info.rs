@@ -96,13 +96,14 @@ const DATETIME_FUNCTIONS: &[&str] = &[
 ];
 
 /// Builds Petrel's SqlInfo table.
-pub(crate) fn sql_info_data() -> SqlInfoData {
+pub(crate) fn sql_info_data(read_only: bool) -> SqlInfoData {
     let mut b = SqlInfoDataBuilder::new();
     // Server
     b.append(SqlInfo::FlightSqlServerName, SERVER_NAME);
     b.append(SqlInfo::FlightSqlServerVersion, SERVER_VERSION);
     b.append(SqlInfo::FlightSqlServerArrowVersion, ARROW_VERSION);
-    b.append(SqlInfo::FlightSqlServerReadOnly, true);
+    // INSERT INTO Iceberg tables is accepted unless the server runs with --read-only.
+    b.append(SqlInfo::FlightSqlServerReadOnly, read_only);
     b.append(SqlInfo::FlightSqlServerSql, true);
     b.append(SqlInfo::FlightSqlServerSubstrait, false);
     b.append(
@@ -114,7 +115,7 @@ pub(crate) fn sql_info_data() -> SqlInfoData {
     b.append(SqlInfo::FlightSqlServerIngestTransactionsSupported, false);
     b.append(SqlInfo::FlightSqlServerStatementTimeout, 0i32);
     b.append(SqlInfo::FlightSqlServerTransactionTimeout, 0i32);
-    // DDL: none through SQL
+    // DDL: none through SQL (writes are INSERT INTO existing Iceberg tables)
     b.append(SqlInfo::SqlDdlCatalog, false);
     b.append(SqlInfo::SqlDdlSchema, false);
     b.append(SqlInfo::SqlDdlTable, false);

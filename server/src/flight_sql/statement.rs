@@ -3,12 +3,20 @@
 //! plan itself is kept briefly for that DoGet: `plan_cache`).
 //! Batches stream as DataFusion produces them; tonic's HTTP/2 flow control is the
 //! backpressure, and nothing is collected.
+//!
+//! A write (`INSERT INTO`) on this path runs once, in GetFlightInfo, and its FlightInfo's
+//! ticket carries the row count (`tickets::write_result_ticket`): DoGet answers a one-row
+//! `count` result however often it is called, and never runs the write again. GetSchema
+//! (`SchemaOnly`) plans a write without running it.
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::{Schema, SchemaRef};
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow_flight::encode::FlightDataEncoderBuilder;
 use arrow_flight::error::FlightError;
 use arrow_flight::{FlightDescriptor, FlightEndpoint, FlightInfo, Ticket};
+use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use tonic::Status;
 
@@ -16,7 +24,49 @@ use crate::engine::QueryEngine;
 use crate::error::to_status;
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
 use crate::telemetry::query_failed;
-use crate::tickets::{statement_ticket, to_flight_ticket};
+use crate::tickets::{statement_ticket, to_flight_ticket, write_result_ticket};
+
+/// Marks a GetFlightInfo made on behalf of GetSchema: describe, never run a write.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SchemaOnly;
+
+/// The result schema of a write: one non-null `count` (UInt64) column, DataFusion's.
+pub(crate) fn write_count_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new(
+        "count",
+        DataType::UInt64,
+        false,
+    )]))
+}
+
+/// The one-row result of a write.
+pub(crate) fn write_count_batch(count: u64) -> Result<RecordBatch, Status> {
+    RecordBatch::try_new(
+        write_count_schema(),
+        vec![Arc::new(UInt64Array::from(vec![count]))],
+    )
+    .map_err(|e| to_status(&e))
+}
+
+/// The FlightInfo of a write: its ticket is the result itself when the write ran (`count`),
+/// or a statement ticket when only the schema was asked for (such a ticket is refused by
+/// DoGet rather than run).
+pub(crate) fn write_info(
+    query_id: Bytes,
+    count: Option<u64>,
+    statement: &StatementTicket,
+    descriptor: FlightDescriptor,
+) -> Result<FlightInfo, Status> {
+    let ticket = match count {
+        Some(n) => write_result_ticket(query_id, n),
+        None => to_flight_ticket(statement),
+    };
+    let info = flight_info(&write_count_schema(), ticket, descriptor)?;
+    Ok(match count {
+        Some(_) => info.with_total_records(1),
+        None => info,
+    })
+}
 
 /// The DoGet stream type of the service.
 pub(crate) type DoGetStream =
@@ -38,17 +88,41 @@ pub(crate) fn flight_info(
 }
 
 /// Plans `sql` and returns its FlightInfo (and the ticket inside it). A failure is logged
-/// with the query id the ticket would have had.
+/// with the query id the ticket would have had. A write runs here, once (unless
+/// `schema_only`), and is logged by the engine.
 pub(crate) async fn plan_statement(
     engine: &QueryEngine,
     sql: &str,
     session: SessionDefaults,
     user: &str,
     descriptor: FlightDescriptor,
+    schema_only: bool,
 ) -> Result<(FlightInfo, StatementTicket), Status> {
     let ticket = statement_ticket(sql, session.clone(), Default::default());
     let result = async {
         let planned = engine.plan(sql, &session, None).await?;
+        if QueryEngine::is_write(&planned.frame) {
+            if !QueryEngine::parameter_schema(&planned.frame)?
+                .fields()
+                .is_empty()
+            {
+                return Err(Status::invalid_argument(
+                    "the statement has parameters ($1 or ?): use a prepared statement and bind \
+                     values",
+                ));
+            }
+            let count = if schema_only {
+                None
+            } else {
+                // The engine logs the write's outcome itself.
+                let n = engine
+                    .run_write(planned.frame, &ticket.query_id, user, sql)
+                    .await
+                    .map_err(Logged::mark)?;
+                Some(n)
+            };
+            return write_info(ticket.query_id.clone(), count, &ticket, descriptor);
+        }
         if !QueryEngine::parameter_schema(&planned.frame)?
             .fields()
             .is_empty()
@@ -65,9 +139,34 @@ pub(crate) async fn plan_statement(
     match result {
         Ok(info) => Ok((info, ticket)),
         Err(status) => {
-            query_failed(Some(&ticket.query_id), user, sql, &status);
-            Err(status)
+            if !Logged::was(&status) {
+                query_failed(Some(&ticket.query_id), user, sql, &status);
+            }
+            Err(Logged::strip(status))
         }
+    }
+}
+
+/// Marks a status the engine already logged (a failed write), so it is not logged twice.
+pub(crate) struct Logged;
+
+impl Logged {
+    const MARK: &'static str = "petrel-logged";
+
+    pub(crate) fn mark(mut status: Status) -> Status {
+        status
+            .metadata_mut()
+            .insert(Self::MARK, tonic::metadata::MetadataValue::from_static("1"));
+        status
+    }
+
+    pub(crate) fn was(status: &Status) -> bool {
+        status.metadata().contains_key(Self::MARK)
+    }
+
+    pub(crate) fn strip(mut status: Status) -> Status {
+        status.metadata_mut().remove(Self::MARK);
+        status
     }
 }
 

@@ -1,0 +1,281 @@
+//! What SQL may do, decided on the logical plan before anything runs.
+//!
+//! DataFusion's `SQLOptions` switches are too coarse for a server that accepts writes: allowing
+//! DML also allows `COPY ... TO` (a file write anywhere the process can write) and inserts into
+//! any table provider. So the engine plans every statement with
+//! `SessionState::create_logical_plan` (which executes nothing) and hands the plan to
+//! [`check`], which walks it, subqueries included:
+//!
+//! - a query (any plan without a write) is allowed, as before;
+//! - `INSERT INTO t ...` ([`WriteOp::Insert`] with [`InsertOp::Append`]) is allowed when it is
+//!   the statement itself (or what a plain `EXPLAIN` explains), its target resolves to a
+//!   catalog the server serves as an Iceberg catalog, and the target provider in the plan is
+//!   an [`IcebergTableProvider`] — so `information_schema` tables, in-memory tables and
+//!   anything else cannot be written;
+//! - everything else is refused with a message saying why: `COPY ... TO`, DDL (`CREATE
+//!   [EXTERNAL] TABLE`, `DROP`, views, schemas), `SET` and other statements, `DELETE` and
+//!   `UPDATE` (not supported yet), `INSERT OVERWRITE` / `REPLACE INTO`, a write nested in
+//!   `EXPLAIN ANALYZE` (which would run it);
+//! - in read-only mode (`--read-only`) every write is refused.
+//!
+//! Reads keep their own guards in the engine: no table factories (so no `CREATE EXTERNAL
+//! TABLE` could resolve anyway), an allow-list of table functions, no URL tables.
+
+use datafusion::catalog::TableProvider;
+use datafusion::catalog::default_table_source::source_as_provider;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
+use petrel_table_provider::IcebergTableProvider;
+use tonic::Status;
+
+/// What a statement that passed [`check`] does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatementKind {
+    /// Reads only (queries, `EXPLAIN`, `DESCRIBE`, `SHOW`).
+    Query,
+    /// `INSERT INTO` an Iceberg table (the fully qualified name).
+    Insert(String),
+}
+
+/// The facts [`check`] decides with.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy<'a> {
+    /// Names of the server's Iceberg catalogs (the only possible write targets).
+    pub iceberg_catalogs: &'a [String],
+    /// Catalog and schema of unqualified names in this statement's session.
+    pub default_catalog: &'a str,
+    /// See `default_catalog`.
+    pub default_schema: &'a str,
+    /// Refuse every write.
+    pub read_only: bool,
+}
+
+/// Decides whether `plan` may run; see the module documentation.
+pub fn check(plan: &LogicalPlan, policy: &Policy<'_>) -> Result<StatementKind, Status> {
+    // The write a statement may be: the statement itself, or what a plain EXPLAIN explains
+    // (explained, not run).
+    let (top, explained) = match plan {
+        LogicalPlan::Explain(e) => (e.plan.as_ref(), true),
+        p => (p, false),
+    };
+    let kind = match top {
+        LogicalPlan::Dml(dml) => check_dml(dml, policy)?,
+        _ => StatementKind::Query,
+    };
+    let mut refusal: Option<Status> = None;
+    let walk = plan.apply_with_subqueries(|node| {
+        let refused = match node {
+            LogicalPlan::Dml(_) if std::ptr::eq(node, top) => None,
+            LogicalPlan::Dml(dml) => Some(nested_write(dml)),
+            LogicalPlan::Copy(_) => Some(Status::permission_denied(
+                "COPY ... TO is not allowed: SQL cannot write files; INSERT INTO an Iceberg \
+                 table of a configured catalog instead",
+            )),
+            LogicalPlan::Ddl(ddl) => Some(refuse_ddl(ddl)),
+            LogicalPlan::Statement(s) => Some(Status::permission_denied(format!(
+                "statement not allowed ({}): only queries and INSERT INTO Iceberg tables are \
+                 accepted",
+                s.name()
+            ))),
+            _ => None,
+        };
+        match refused {
+            Some(status) => {
+                refusal = Some(status);
+                Ok(TreeNodeRecursion::Stop)
+            }
+            None => Ok(TreeNodeRecursion::Continue),
+        }
+    });
+    if let Some(status) = refusal {
+        return Err(status);
+    }
+    walk.map_err(crate::error::df_status)?;
+    Ok(if explained {
+        StatementKind::Query
+    } else {
+        kind
+    })
+}
+
+fn check_dml(dml: &DmlStatement, policy: &Policy<'_>) -> Result<StatementKind, Status> {
+    let target = dml
+        .table_name
+        .clone()
+        .resolve(policy.default_catalog, policy.default_schema);
+    let name = target.to_string();
+    match &dml.op {
+        WriteOp::Insert(InsertOp::Append) => {}
+        WriteOp::Insert(InsertOp::Overwrite) => {
+            return Err(Status::unimplemented(format!(
+                "INSERT OVERWRITE is not supported yet ({name}); only INSERT INTO appends"
+            )));
+        }
+        WriteOp::Insert(InsertOp::Replace) => {
+            return Err(Status::unimplemented(format!(
+                "REPLACE INTO / INSERT OR REPLACE is not supported ({name}); only INSERT INTO \
+                 appends"
+            )));
+        }
+        WriteOp::Delete => {
+            return Err(Status::unimplemented(format!(
+                "DELETE is not supported yet ({name}); Petrel accepts INSERT INTO only"
+            )));
+        }
+        WriteOp::Update => {
+            return Err(Status::unimplemented(format!(
+                "UPDATE is not supported yet ({name}); Petrel accepts INSERT INTO only"
+            )));
+        }
+        WriteOp::Ctas => {
+            return Err(Status::unimplemented(format!(
+                "CREATE TABLE AS SELECT is not supported yet ({name})"
+            )));
+        }
+        WriteOp::Truncate => {
+            return Err(Status::unimplemented(format!(
+                "TRUNCATE is not supported yet ({name})"
+            )));
+        }
+    }
+    if policy.read_only {
+        return Err(Status::permission_denied(format!(
+            "INSERT into {name} refused: this Petrel server is read-only (--read-only, \
+             read_only = true or PETREL_READ_ONLY)"
+        )));
+    }
+    let in_iceberg_catalog = policy
+        .iceberg_catalogs
+        .iter()
+        .any(|c| c.as_str() == target.catalog.as_ref());
+    let iceberg_table = source_as_provider(&dml.target)
+        .map(|p| is_iceberg(p.as_ref()))
+        .unwrap_or(false);
+    if !in_iceberg_catalog || !iceberg_table {
+        return Err(Status::permission_denied(format!(
+            "INSERT into {name} is not allowed: only tables of the server's Iceberg catalogs \
+             ({}) can be written",
+            policy.iceberg_catalogs.join(", ")
+        )));
+    }
+    Ok(StatementKind::Insert(name))
+}
+
+fn is_iceberg(provider: &dyn TableProvider) -> bool {
+    provider
+        .as_any()
+        .downcast_ref::<IcebergTableProvider>()
+        .is_some()
+}
+
+fn nested_write(dml: &DmlStatement) -> Status {
+    Status::permission_denied(format!(
+        "a write ({} into {}) is only allowed as the statement itself, not inside another \
+         (EXPLAIN ANALYZE would run it)",
+        dml.op.name(),
+        dml.table_name
+    ))
+}
+
+fn refuse_ddl(ddl: &DdlStatement) -> Status {
+    match ddl {
+        DdlStatement::CreateExternalTable(_) => Status::permission_denied(
+            "CREATE EXTERNAL TABLE is not allowed: SQL cannot read or write files outside the \
+             configured Iceberg catalogs",
+        ),
+        other => Status::permission_denied(format!(
+            "DDL is not supported yet ({}): Petrel accepts queries and INSERT INTO existing \
+             Iceberg tables",
+            other.name()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::datasource::MemTable;
+    use datafusion::prelude::SessionContext;
+    use tonic::Code;
+
+    use super::*;
+
+    async fn plan(sql: &str) -> LogicalPlan {
+        let ctx = SessionContext::new();
+        let schema = Arc::new(Schema::new(vec![Field::new("a", DataType::Int64, true)]));
+        let table = MemTable::try_new(schema, vec![vec![]]).unwrap();
+        ctx.register_table("t", Arc::new(table)).unwrap();
+        ctx.state().create_logical_plan(sql).await.unwrap()
+    }
+
+    fn policy(read_only: bool) -> Policy<'static> {
+        static CATALOGS: std::sync::LazyLock<Vec<String>> =
+            std::sync::LazyLock::new(|| vec!["datafusion".to_string()]);
+        Policy {
+            iceberg_catalogs: &CATALOGS,
+            default_catalog: "datafusion",
+            default_schema: "public",
+            read_only,
+        }
+    }
+
+    async fn refused(sql: &str) -> Status {
+        check(&plan(sql).await, &policy(false)).unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn queries_pass_and_writes_to_other_tables_do_not() {
+        assert_eq!(
+            check(&plan("SELECT * FROM t").await, &policy(false)).unwrap(),
+            StatementKind::Query
+        );
+        // A memory table in a catalog named like an Iceberg one: still not an Iceberg table.
+        let s = refused("INSERT INTO t VALUES (1)").await;
+        assert_eq!(s.code(), Code::PermissionDenied, "{s}");
+        assert!(s.message().contains("only tables of"), "{s}");
+        let s = check(&plan("INSERT INTO t VALUES (1)").await, &policy(true)).unwrap_err();
+        assert!(s.message().contains("read-only"), "{s}");
+    }
+
+    #[tokio::test]
+    async fn file_writes_ddl_and_unsupported_writes_are_refused() {
+        for (sql, code, needle) in [
+            (
+                "COPY (SELECT 1) TO '/tmp/x.csv'",
+                Code::PermissionDenied,
+                "COPY",
+            ),
+            (
+                "CREATE EXTERNAL TABLE e STORED AS CSV LOCATION '/etc/passwd'",
+                Code::PermissionDenied,
+                "CREATE EXTERNAL TABLE",
+            ),
+            ("CREATE TABLE n (a INT)", Code::PermissionDenied, "DDL"),
+            ("DROP TABLE t", Code::PermissionDenied, "DDL"),
+            (
+                "SET datafusion.execution.batch_size = 1",
+                Code::PermissionDenied,
+                "statement",
+            ),
+            ("DELETE FROM t WHERE a = 1", Code::Unimplemented, "DELETE"),
+            ("UPDATE t SET a = 2", Code::Unimplemented, "UPDATE"),
+            (
+                "INSERT OVERWRITE t VALUES (1)",
+                Code::Unimplemented,
+                "OVERWRITE",
+            ),
+            (
+                "EXPLAIN ANALYZE INSERT INTO t VALUES (1)",
+                Code::PermissionDenied,
+                "statement itself",
+            ),
+        ] {
+            let s = refused(sql).await;
+            assert_eq!(s.code(), code, "{sql}: {s}");
+            assert!(s.message().contains(needle), "{sql}: {s}");
+        }
+    }
+}

@@ -160,8 +160,12 @@ pub(crate) async fn bind(
 async fn read_parameters(
     stream: PeekableFlightDataStream,
 ) -> Result<Option<(SchemaRef, Vec<RecordBatch>)>, Status> {
-    let mut decoded =
-        FlightRecordBatchStream::new_from_flight_data(stream.map_err(FlightError::from));
+    // A message with no IPC header carries only the descriptor (arrow-rs's execute_update
+    // sends exactly one such message): no parameters.
+    let data = stream
+        .try_filter(|fd| futures::future::ready(!fd.data_header.is_empty()))
+        .map_err(FlightError::from);
+    let mut decoded = FlightRecordBatchStream::new_from_flight_data(data);
     let mut batches = Vec::new();
     let mut size = 0usize;
     while let Some(batch) = decoded.next().await {

@@ -30,6 +30,8 @@
 //! - [`provider`]: the `TableProvider`.
 //! - [`time_travel`]: `FOR VERSION AS OF` / `FOR TIMESTAMP AS OF` in SQL.
 //! - [`signed_zero`]: `-0.0 = 0.0` in comparisons with constants, as in Spark and PostgreSQL.
+//! - [`ddl`]: Spark's `CREATE TABLE … PARTITIONED BY … TBLPROPERTIES` and friends, parsed and
+//!   turned into Iceberg metadata.
 //! - [`dml`]: `INSERT` as DataFusion plans: parallel writer partitions under one commit.
 //! - [`commit`]: Petrel's snapshot producer (appends), writing through its own IO.
 //! - [`write`]: what writers compute per data file: column metrics, partition paths.
@@ -37,6 +39,7 @@
 
 pub mod catalog;
 pub mod commit;
+pub mod ddl;
 pub mod deletes;
 pub mod dml;
 pub mod error;

@@ -110,3 +110,115 @@ fn primitive_to_arrow(p: &PrimitiveType) -> Result<DataType> {
         PrimitiveType::Binary => DataType::Binary,
     })
 }
+
+/// An Arrow schema (a query's result, an ingested batch's) as a new Iceberg schema, field ids
+/// assigned from 1 depth first. Narrow integers widen to `int`, unsigned ones to the next signed
+/// type, timestamps of any unit become microsecond `timestamp` / `timestamptz` (Iceberg's
+/// common precision; the nanosecond types need format 3), dictionaries their value type.
+/// Columns that cannot be stored (`NULL` without a type, `UInt64`, intervals) are errors naming
+/// the column.
+pub fn arrow_schema_to_iceberg(schema: &Schema) -> Result<IcebergSchema> {
+    let mut next_id = 0;
+    let fields = schema
+        .fields()
+        .iter()
+        .map(|f| arrow_field_to_iceberg(f, &mut next_id))
+        .collect::<Result<Vec<_>>>()?;
+    IcebergSchema::builder()
+        .with_fields(fields)
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("schema: {e}")))
+}
+
+fn arrow_field_to_iceberg(field: &Field, next_id: &mut i32) -> Result<Arc<NestedField>> {
+    *next_id += 1;
+    let id = *next_id;
+    let ty = arrow_type_to_iceberg(field.name(), field.data_type(), next_id)?;
+    Ok(Arc::new(if field.is_nullable() {
+        NestedField::optional(id, field.name(), ty)
+    } else {
+        NestedField::required(id, field.name(), ty)
+    }))
+}
+
+fn arrow_type_to_iceberg(name: &str, data_type: &DataType, next_id: &mut i32) -> Result<Type> {
+    let primitive = |p: PrimitiveType| Ok(Type::Primitive(p));
+    match data_type {
+        DataType::Boolean => primitive(PrimitiveType::Boolean),
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::UInt8 | DataType::UInt16 => {
+            primitive(PrimitiveType::Int)
+        }
+        DataType::Int64 | DataType::UInt32 => primitive(PrimitiveType::Long),
+        DataType::Float16 | DataType::Float32 => primitive(PrimitiveType::Float),
+        DataType::Float64 => primitive(PrimitiveType::Double),
+        DataType::Decimal32(p, s)
+        | DataType::Decimal64(p, s)
+        | DataType::Decimal128(p, s)
+        | DataType::Decimal256(p, s)
+            if *p <= 38 && *s >= 0 =>
+        {
+            primitive(PrimitiveType::Decimal {
+                precision: u32::from(*p),
+                scale: *s as u32,
+            })
+        }
+        DataType::Date32 | DataType::Date64 => primitive(PrimitiveType::Date),
+        DataType::Time32(_) | DataType::Time64(_) => primitive(PrimitiveType::Time),
+        DataType::Timestamp(_, None) => primitive(PrimitiveType::Timestamp),
+        DataType::Timestamp(_, Some(_)) => primitive(PrimitiveType::Timestamptz),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            primitive(PrimitiveType::String)
+        }
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
+            primitive(PrimitiveType::Binary)
+        }
+        DataType::FixedSizeBinary(n) if *n > 0 => primitive(PrimitiveType::Fixed(*n as u64)),
+        DataType::Dictionary(_, value) => arrow_type_to_iceberg(name, value, next_id),
+        DataType::List(element)
+        | DataType::LargeList(element)
+        | DataType::ListView(element)
+        | DataType::LargeListView(element)
+        | DataType::FixedSizeList(element, _) => {
+            *next_id += 1;
+            let id = *next_id;
+            let ty = arrow_type_to_iceberg(name, element.data_type(), next_id)?;
+            Ok(Type::List(iceberg::spec::ListType::new(Arc::new(
+                NestedField::list_element(id, ty, !element.is_nullable()),
+            ))))
+        }
+        DataType::Map(entries, _) => {
+            let DataType::Struct(kv) = entries.data_type() else {
+                return Err(Error::InvalidArgument(format!(
+                    "column {name}: malformed map"
+                )));
+            };
+            let (Some(key), Some(value)) = (kv.first(), kv.get(1)) else {
+                return Err(Error::InvalidArgument(format!(
+                    "column {name}: malformed map"
+                )));
+            };
+            *next_id += 2;
+            let (key_id, value_id) = (*next_id - 1, *next_id);
+            let key_type = arrow_type_to_iceberg(name, key.data_type(), next_id)?;
+            let value_type = arrow_type_to_iceberg(name, value.data_type(), next_id)?;
+            Ok(Type::Map(iceberg::spec::MapType::new(
+                Arc::new(NestedField::map_key_element(key_id, key_type)),
+                Arc::new(NestedField::map_value_element(
+                    value_id,
+                    value_type,
+                    !value.is_nullable(),
+                )),
+            )))
+        }
+        DataType::Struct(fields) => Ok(Type::Struct(iceberg::spec::StructType::new(
+            fields
+                .iter()
+                .map(|f| arrow_field_to_iceberg(f, next_id))
+                .collect::<Result<Vec<_>>>()?,
+        ))),
+        other => Err(Error::InvalidArgument(format!(
+            "column {name}: Arrow type {other} has no Iceberg type (cast it, e.g. to BIGINT, \
+             DECIMAL(38, 0) or STRING)"
+        ))),
+    }
+}

@@ -5,6 +5,9 @@ mod arrow_types;
 mod snapshot;
 mod values;
 
-pub use arrow_types::{FIELD_ID_KEY, field_id_of, iceberg_schema_to_arrow, iceberg_type_to_arrow};
+pub use arrow_types::{
+    FIELD_ID_KEY, arrow_schema_to_iceberg, field_id_of, iceberg_schema_to_arrow,
+    iceberg_type_to_arrow,
+};
 pub use snapshot::{ResolvedSnapshot, SnapshotSelector};
 pub use values::{datum_to_scalar, literal_to_scalar, scalar_to_literal};

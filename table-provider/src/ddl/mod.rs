@@ -1,0 +1,16 @@
+//! Spark-style DDL for Iceberg tables: `CREATE/DROP SCHEMA`, `CREATE TABLE` (columns, `PRIMARY
+//! KEY`, `PARTITIONED BY` transforms, `TBLPROPERTIES`, `AS query`), `DROP TABLE [PURGE]`.
+//!
+//! - [`parser`]: the statements from SQL tokens (DataFusion's parser cannot read them).
+//! - [`types`]: column type names as Iceberg types.
+//! - [`create`]: a parsed `CREATE TABLE` as the new table's Iceberg metadata.
+//! - [`execute`]: running them against a DataFusion session's Iceberg catalogs.
+
+pub mod create;
+pub mod execute;
+pub mod parser;
+pub mod types;
+
+pub use execute::execute_ddl;
+pub use parser::{ColumnDef, CreateTable, DdlStatement, PartitionTerm, parse_ddl};
+pub use types::ParsedType;

@@ -1,0 +1,738 @@
+//! Spark's DDL for Iceberg tables, parsed from SQL tokens.
+//!
+//! DataFusion's SQL parser runs `CREATE TABLE` as an in-memory table and no sqlparser dialect
+//! reads Spark's `USING iceberg`, transforms in `PARTITIONED BY`, or `STRUCT<a: t>` types, so
+//! Petrel reads these statements itself (with sqlparser's tokenizer):
+//!
+//! ```text
+//! CREATE {SCHEMA | DATABASE | NAMESPACE} [IF NOT EXISTS] name
+//! DROP {SCHEMA | DATABASE | NAMESPACE} [IF EXISTS] name
+//! CREATE TABLE [IF NOT EXISTS] name [(column type [NOT NULL] [COMMENT 'c'], …, [PRIMARY KEY (c, …)])]
+//!   [USING iceberg] [PARTITIONED BY (term, …)] [LOCATION 'path'] [COMMENT 'c']
+//!   [TBLPROPERTIES ('k' = 'v', …)] [AS query]
+//! DROP TABLE [IF EXISTS] name [PURGE]
+//! ```
+//!
+//! A partition term is a column or `bucket(N, c)`, `truncate(W, c)` (or `truncate(c, W)`),
+//! `years|year(c)`, `months|month(c)`, `days|day|date(c)`, `hours|hour|date_hour(c)`,
+//! `identity(c)`, `void(c)`. Type names are those of the SQL the server speaks (DataFusion's)
+//! plus Spark's aliases: see [`super::types`].
+
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use iceberg::spec::Transform;
+
+use super::types::{ParsedType, TypeName};
+use crate::error::{Error, Result};
+
+/// A DDL statement Petrel runs itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DdlStatement {
+    /// `CREATE SCHEMA`.
+    CreateSchema {
+        /// Its name's parts (catalog optional, then namespace levels).
+        name: Vec<String>,
+        /// `IF NOT EXISTS`.
+        if_not_exists: bool,
+    },
+    /// `DROP SCHEMA` (empty schemas only).
+    DropSchema {
+        /// Its name's parts.
+        name: Vec<String>,
+        /// `IF EXISTS`.
+        if_exists: bool,
+    },
+    /// `CREATE TABLE`, with or without `AS query`.
+    CreateTable(CreateTable),
+    /// `DROP TABLE`.
+    DropTable {
+        /// Its name's parts.
+        name: Vec<String>,
+        /// `IF EXISTS`.
+        if_exists: bool,
+        /// `PURGE`: delete the table's files too.
+        purge: bool,
+    },
+}
+
+/// A column of `CREATE TABLE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnDef {
+    /// Its name.
+    pub name: String,
+    /// Its type.
+    pub ty: ParsedType,
+    /// `NOT NULL`.
+    pub required: bool,
+    /// `COMMENT '…'`.
+    pub comment: Option<String>,
+}
+
+/// One `PARTITIONED BY` term.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionTerm {
+    /// The source column.
+    pub column: String,
+    /// The transform.
+    pub transform: Transform,
+}
+
+/// `CREATE TABLE`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CreateTable {
+    /// The table name's parts.
+    pub name: Vec<String>,
+    /// `IF NOT EXISTS`.
+    pub if_not_exists: bool,
+    /// The columns (empty for `CREATE TABLE … AS query` without a column list).
+    pub columns: Vec<ColumnDef>,
+    /// `PRIMARY KEY (…)`: the schema's identifier fields.
+    pub primary_key: Vec<String>,
+    /// `PARTITIONED BY (…)`.
+    pub partitioning: Vec<PartitionTerm>,
+    /// `LOCATION '…'`.
+    pub location: Option<String>,
+    /// `COMMENT '…'` of the table.
+    pub comment: Option<String>,
+    /// `TBLPROPERTIES (…)`, in order.
+    pub properties: Vec<(String, String)>,
+    /// The SQL text of `AS query`.
+    pub query: Option<String>,
+}
+
+/// Parses `sql` if it is one of the DDL statements above; `Ok(None)` for anything else.
+pub fn parse_ddl(sql: &str) -> Result<Option<DdlStatement>> {
+    let tokens = Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize()
+        .map_err(|e| Error::InvalidArgument(format!("cannot read statement: {e}")))?;
+    let mut p = Tokens::new(tokens);
+    let statement = if p.keyword("CREATE") {
+        if p.keyword_any(&["SCHEMA", "DATABASE", "NAMESPACE"]) {
+            let if_not_exists = p.keywords(&["IF", "NOT", "EXISTS"]);
+            DdlStatement::CreateSchema {
+                name: p.name()?,
+                if_not_exists,
+            }
+        } else if p.keyword("TABLE") {
+            DdlStatement::CreateTable(create_table(&mut p)?)
+        } else {
+            return Ok(None);
+        }
+    } else if p.keyword("DROP") {
+        if p.keyword_any(&["SCHEMA", "DATABASE", "NAMESPACE"]) {
+            let if_exists = p.keywords(&["IF", "EXISTS"]);
+            DdlStatement::DropSchema {
+                name: p.name()?,
+                if_exists,
+            }
+        } else if p.keyword("TABLE") {
+            let if_exists = p.keywords(&["IF", "EXISTS"]);
+            let name = p.name()?;
+            DdlStatement::DropTable {
+                name,
+                if_exists,
+                purge: p.keyword("PURGE"),
+            }
+        } else {
+            return Ok(None);
+        }
+    } else {
+        return Ok(None);
+    };
+    p.eat(&Token::SemiColon);
+    if !p.at_end() {
+        return Err(p.unexpected("the end of the statement"));
+    }
+    Ok(Some(statement))
+}
+
+fn create_table(p: &mut Tokens) -> Result<CreateTable> {
+    let mut table = CreateTable {
+        if_not_exists: p.keywords(&["IF", "NOT", "EXISTS"]),
+        name: p.name()?,
+        ..Default::default()
+    };
+    if p.eat(&Token::LParen) {
+        loop {
+            if p.keywords(&["PRIMARY", "KEY"]) {
+                p.expect(&Token::LParen)?;
+                loop {
+                    table.primary_key.push(p.identifier()?);
+                    if !p.eat(&Token::Comma) {
+                        break;
+                    }
+                }
+                p.expect(&Token::RParen)?;
+            } else {
+                let name = p.identifier()?;
+                let ty = p.data_type()?;
+                let mut column = ColumnDef {
+                    name,
+                    ty,
+                    required: false,
+                    comment: None,
+                };
+                loop {
+                    if p.keywords(&["NOT", "NULL"]) {
+                        column.required = true;
+                    } else if p.keyword("NULL") {
+                        column.required = false;
+                    } else if p.keyword("COMMENT") {
+                        column.comment = Some(p.string()?);
+                    } else if p.keywords(&["PRIMARY", "KEY"]) {
+                        table.primary_key.push(column.name.clone());
+                    } else {
+                        break;
+                    }
+                }
+                table.columns.push(column);
+            }
+            if !p.eat(&Token::Comma) {
+                break;
+            }
+        }
+        p.expect(&Token::RParen)?;
+    }
+    loop {
+        if p.keyword("USING") {
+            let format = p.identifier()?;
+            if !format.eq_ignore_ascii_case("iceberg") {
+                return Err(Error::InvalidArgument(format!(
+                    "USING {format}: Petrel creates Iceberg tables only (USING iceberg)"
+                )));
+            }
+        } else if p.keywords(&["PARTITIONED", "BY"]) {
+            p.expect(&Token::LParen)?;
+            loop {
+                table.partitioning.push(partition_term(p)?);
+                if !p.eat(&Token::Comma) {
+                    break;
+                }
+            }
+            p.expect(&Token::RParen)?;
+        } else if p.keyword("LOCATION") {
+            table.location = Some(p.string()?);
+        } else if p.keyword("COMMENT") {
+            table.comment = Some(p.string()?);
+        } else if p.keyword_any(&["TBLPROPERTIES", "OPTIONS"]) {
+            p.expect(&Token::LParen)?;
+            loop {
+                let key = p.string()?;
+                p.eat(&Token::Eq);
+                let value = p.property_value()?;
+                table.properties.push((key, value));
+                if !p.eat(&Token::Comma) {
+                    break;
+                }
+            }
+            p.expect(&Token::RParen)?;
+        } else if p.keyword("AS") {
+            table.query = Some(p.rest());
+            break;
+        } else {
+            break;
+        }
+    }
+    if table.columns.is_empty() && table.query.is_none() {
+        return Err(Error::InvalidArgument(format!(
+            "CREATE TABLE {}: give the columns or AS query",
+            table.name.join(".")
+        )));
+    }
+    Ok(table)
+}
+
+fn partition_term(p: &mut Tokens) -> Result<PartitionTerm> {
+    let first = p.identifier()?;
+    if !p.eat(&Token::LParen) {
+        return Ok(PartitionTerm {
+            column: first,
+            transform: Transform::Identity,
+        });
+    }
+    let function = first.to_ascii_lowercase();
+    let (column, number) = match function.as_str() {
+        "bucket" | "truncate" => {
+            // bucket(N, c); truncate(W, c) or truncate(c, W).
+            let (column, number) = match p.number_opt()? {
+                Some(n) => {
+                    p.expect(&Token::Comma)?;
+                    (p.identifier()?, n)
+                }
+                None => {
+                    let column = p.identifier()?;
+                    p.expect(&Token::Comma)?;
+                    (column, p.number()?)
+                }
+            };
+            (column, Some(number))
+        }
+        _ => (p.identifier()?, None),
+    };
+    p.expect(&Token::RParen)?;
+    let transform = match (function.as_str(), number) {
+        ("bucket", Some(n)) => Transform::Bucket(n),
+        ("truncate", Some(n)) => Transform::Truncate(n),
+        ("years" | "year", _) => Transform::Year,
+        ("months" | "month", _) => Transform::Month,
+        ("days" | "day" | "date", _) => Transform::Day,
+        ("hours" | "hour" | "date_hour", _) => Transform::Hour,
+        ("identity", _) => Transform::Identity,
+        ("void", _) => Transform::Void,
+        _ => {
+            return Err(Error::InvalidArgument(format!(
+                "unknown partition transform {first}(…): use bucket, truncate, years, months, \
+                 days, hours, identity or void"
+            )));
+        }
+    };
+    Ok(PartitionTerm { column, transform })
+}
+
+/// The statement's tokens without whitespace, and a cursor.
+struct Tokens {
+    tokens: Vec<Token>,
+    /// Every token with whitespace, for the text of `AS query`, and where each of `tokens` is.
+    all: Vec<Token>,
+    positions: Vec<usize>,
+    at: usize,
+}
+
+impl Tokens {
+    fn new(all: Vec<Token>) -> Self {
+        let mut tokens = Vec::new();
+        let mut positions = Vec::new();
+        for (i, t) in all.iter().enumerate() {
+            if !matches!(t, Token::Whitespace(_)) {
+                tokens.push(t.clone());
+                positions.push(i);
+            }
+        }
+        Self {
+            tokens,
+            all,
+            positions,
+            at: 0,
+        }
+    }
+
+    fn peek(&self) -> &Token {
+        self.tokens.get(self.at).unwrap_or(&Token::EOF)
+    }
+
+    fn at_end(&self) -> bool {
+        self.at >= self.tokens.len()
+    }
+
+    fn unexpected(&self, wanted: &str) -> Error {
+        match self.peek() {
+            Token::EOF => Error::InvalidArgument(format!("expected {wanted}, found the end")),
+            found => Error::InvalidArgument(format!("expected {wanted}, found {found}")),
+        }
+    }
+
+    /// An unquoted word equal to `keyword`, consumed.
+    fn keyword(&mut self, keyword: &str) -> bool {
+        match self.peek() {
+            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(keyword) => {
+                self.at += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn keyword_any(&mut self, keywords: &[&str]) -> bool {
+        keywords.iter().any(|k| self.keyword(k))
+    }
+
+    /// All of `keywords` in a row, consumed; nothing consumed unless all match.
+    fn keywords(&mut self, keywords: &[&str]) -> bool {
+        let start = self.at;
+        if keywords.iter().all(|k| self.keyword(k)) {
+            true
+        } else {
+            self.at = start;
+            false
+        }
+    }
+
+    fn eat(&mut self, token: &Token) -> bool {
+        if self.peek() == token {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, token: &Token) -> Result<()> {
+        if self.eat(token) {
+            Ok(())
+        } else {
+            Err(self.unexpected(&format!("{token}")))
+        }
+    }
+
+    /// An identifier (quoted ones keep their case; unquoted ones are lowercased, as DataFusion
+    /// normalises them).
+    fn identifier(&mut self) -> Result<String> {
+        match self.peek().clone() {
+            Token::Word(w) => {
+                self.at += 1;
+                Ok(match w.quote_style {
+                    Some(_) => w.value,
+                    None => w.value.to_lowercase(),
+                })
+            }
+            _ => Err(self.unexpected("a name")),
+        }
+    }
+
+    /// A dotted name.
+    fn name(&mut self) -> Result<Vec<String>> {
+        let mut parts = vec![self.identifier()?];
+        while self.eat(&Token::Period) {
+            parts.push(self.identifier()?);
+        }
+        Ok(parts)
+    }
+
+    fn string(&mut self) -> Result<String> {
+        match self.peek().clone() {
+            Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => {
+                self.at += 1;
+                Ok(s)
+            }
+            _ => Err(self.unexpected("a quoted string")),
+        }
+    }
+
+    /// A property value: a string, a number or a word (`true`).
+    fn property_value(&mut self) -> Result<String> {
+        match self.peek().clone() {
+            Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => {
+                self.at += 1;
+                Ok(s)
+            }
+            Token::Number(n, _) => {
+                self.at += 1;
+                Ok(n)
+            }
+            Token::Word(w) => {
+                self.at += 1;
+                Ok(w.value)
+            }
+            _ => Err(self.unexpected("a property value")),
+        }
+    }
+
+    fn number_opt(&mut self) -> Result<Option<u32>> {
+        match self.peek().clone() {
+            Token::Number(n, _) => {
+                self.at += 1;
+                n.parse()
+                    .map(Some)
+                    .map_err(|_| Error::InvalidArgument(format!("{n} is not a small whole number")))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn number(&mut self) -> Result<u32> {
+        self.number_opt()?
+            .ok_or_else(|| self.unexpected("a number"))
+    }
+
+    /// The rest of the statement as written (for `AS query`).
+    fn rest(&mut self) -> String {
+        let from = self
+            .positions
+            .get(self.at)
+            .copied()
+            .unwrap_or(self.all.len());
+        self.at = self.tokens.len();
+        let text: String = self.all[from..].iter().map(Token::to_string).collect();
+        text.trim().trim_end_matches(';').trim().to_string()
+    }
+
+    /// `>`, also when the tokenizer read `>>` (the end of two nested types) as one token.
+    fn close_angle(&mut self) -> Result<()> {
+        match self.peek() {
+            Token::Gt => {
+                self.at += 1;
+                Ok(())
+            }
+            Token::ShiftRight => {
+                self.tokens[self.at] = Token::Gt;
+                Ok(())
+            }
+            _ => Err(self.unexpected(">")),
+        }
+    }
+
+    /// A column type.
+    fn data_type(&mut self) -> Result<ParsedType> {
+        let word = self.identifier()?.to_ascii_uppercase();
+        match word.as_str() {
+            "ARRAY" | "LIST" => {
+                self.expect(&Token::Lt)?;
+                let element = self.data_type()?;
+                self.close_angle()?;
+                Ok(ParsedType::List(Box::new(element)))
+            }
+            "MAP" => {
+                self.expect(&Token::Lt)?;
+                let key = self.data_type()?;
+                self.expect(&Token::Comma)?;
+                let value = self.data_type()?;
+                self.close_angle()?;
+                Ok(ParsedType::Map(Box::new(key), Box::new(value)))
+            }
+            "STRUCT" => {
+                self.expect(&Token::Lt)?;
+                let mut fields = Vec::new();
+                loop {
+                    let name = self.identifier()?;
+                    self.eat(&Token::Colon);
+                    let ty = self.data_type()?;
+                    let mut required = false;
+                    let mut comment = None;
+                    loop {
+                        if self.keywords(&["NOT", "NULL"]) {
+                            required = true;
+                        } else if self.keyword("COMMENT") {
+                            comment = Some(self.string()?);
+                        } else {
+                            break;
+                        }
+                    }
+                    fields.push(ColumnDef {
+                        name,
+                        ty,
+                        required,
+                        comment,
+                    });
+                    if !self.eat(&Token::Comma) {
+                        break;
+                    }
+                }
+                self.close_angle()?;
+                Ok(ParsedType::Struct(fields))
+            }
+            _ => {
+                let mut words = vec![word];
+                // Multi-word names.
+                if words[0] == "DOUBLE" && self.keyword("PRECISION") {
+                    words.push("PRECISION".into());
+                }
+                if words[0] == "TIMESTAMP" {
+                    if self.keywords(&["WITH", "TIME", "ZONE"]) {
+                        words.push("WITH TIME ZONE".into());
+                    } else if self.keywords(&["WITHOUT", "TIME", "ZONE"]) {
+                        words.push("WITHOUT TIME ZONE".into());
+                    }
+                }
+                let mut args = Vec::new();
+                if self.eat(&Token::LParen) {
+                    loop {
+                        args.push(self.number()?);
+                        if !self.eat(&Token::Comma) {
+                            break;
+                        }
+                    }
+                    self.expect(&Token::RParen)?;
+                }
+                Ok(ParsedType::Primitive(TypeName::resolve(
+                    &words.join(" "),
+                    &args,
+                )?))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::PrimitiveType;
+
+    use super::*;
+
+    fn create(sql: &str) -> CreateTable {
+        match parse_ddl(sql).unwrap() {
+            Some(DdlStatement::CreateTable(t)) => t,
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn spark_create_table_with_every_clause() {
+        let t = create(
+            "CREATE TABLE IF NOT EXISTS iceberg.db.events (
+               id BIGINT NOT NULL COMMENT 'the id',
+               \"Name\" STRING,
+               ts TIMESTAMP WITH TIME ZONE,
+               amount DECIMAL(10, 2),
+               tags ARRAY<STRING>,
+               attrs MAP<STRING, ARRAY<INT>>,
+               point STRUCT<x: DOUBLE, y DOUBLE NOT NULL>,
+               PRIMARY KEY (id)
+             ) USING iceberg
+             PARTITIONED BY (days(ts), bucket(16, id), truncate(name, 4), \"Name\")
+             LOCATION '/data/events 50%'
+             COMMENT 'all events'
+             TBLPROPERTIES ('format-version' = '3', 'write.target-file-size-bytes'=1024);",
+        );
+        assert_eq!(t.name, ["iceberg", "db", "events"]);
+        assert!(t.if_not_exists);
+        let names: Vec<&str> = t.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["id", "Name", "ts", "amount", "tags", "attrs", "point"]
+        );
+        assert!(t.columns[0].required);
+        assert_eq!(t.columns[0].comment.as_deref(), Some("the id"));
+        assert_eq!(
+            t.columns[2].ty,
+            ParsedType::Primitive(PrimitiveType::Timestamptz)
+        );
+        assert_eq!(
+            t.columns[3].ty,
+            ParsedType::Primitive(PrimitiveType::Decimal {
+                precision: 10,
+                scale: 2
+            })
+        );
+        assert_eq!(
+            t.columns[5].ty,
+            ParsedType::Map(
+                Box::new(ParsedType::Primitive(PrimitiveType::String)),
+                Box::new(ParsedType::List(Box::new(ParsedType::Primitive(
+                    PrimitiveType::Int
+                ))))
+            )
+        );
+        assert_eq!(t.primary_key, ["id"]);
+        let terms: Vec<(String, Transform)> = t
+            .partitioning
+            .iter()
+            .map(|p| (p.column.clone(), p.transform))
+            .collect();
+        assert_eq!(
+            terms,
+            [
+                ("ts".to_string(), Transform::Day),
+                ("id".to_string(), Transform::Bucket(16)),
+                ("name".to_string(), Transform::Truncate(4)),
+                ("Name".to_string(), Transform::Identity),
+            ]
+        );
+        assert_eq!(t.location.as_deref(), Some("/data/events 50%"));
+        assert_eq!(t.comment.as_deref(), Some("all events"));
+        assert_eq!(
+            t.properties,
+            [
+                ("format-version".to_string(), "3".to_string()),
+                (
+                    "write.target-file-size-bytes".to_string(),
+                    "1024".to_string()
+                )
+            ]
+        );
+        assert_eq!(t.query, None);
+    }
+
+    #[test]
+    fn nested_types_close_with_double_angle_brackets() {
+        let t = create("CREATE TABLE t (a ARRAY<ARRAY<BIGINT>>, m MAP<STRING,STRUCT<a:INT>>)");
+        assert_eq!(
+            t.columns[0].ty,
+            ParsedType::List(Box::new(ParsedType::List(Box::new(ParsedType::Primitive(
+                PrimitiveType::Long
+            )))))
+        );
+        assert!(matches!(t.columns[1].ty, ParsedType::Map(_, _)));
+    }
+
+    #[test]
+    fn create_table_as_keeps_the_query_text() {
+        let t = create(
+            "CREATE TABLE db.copy PARTITIONED BY (months(ts)) AS SELECT id, 'a b' AS s, ts FROM db.src WHERE x > 1;",
+        );
+        assert!(t.columns.is_empty());
+        assert_eq!(
+            t.query.as_deref(),
+            Some("SELECT id, 'a b' AS s, ts FROM db.src WHERE x > 1")
+        );
+    }
+
+    #[test]
+    fn schemas_and_drops() {
+        assert_eq!(
+            parse_ddl("create schema if not exists iceberg.sales").unwrap(),
+            Some(DdlStatement::CreateSchema {
+                name: vec!["iceberg".into(), "sales".into()],
+                if_not_exists: true
+            })
+        );
+        assert_eq!(
+            parse_ddl("DROP DATABASE s").unwrap(),
+            Some(DdlStatement::DropSchema {
+                name: vec!["s".into()],
+                if_exists: false
+            })
+        );
+        assert_eq!(
+            parse_ddl("DROP TABLE IF EXISTS a.b PURGE").unwrap(),
+            Some(DdlStatement::DropTable {
+                name: vec!["a".into(), "b".into()],
+                if_exists: true,
+                purge: true
+            })
+        );
+    }
+
+    #[test]
+    fn other_statements_are_not_ddl() {
+        for sql in [
+            "SELECT 1",
+            "INSERT INTO t VALUES (1)",
+            "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '/etc'",
+            "CREATE VIEW v AS SELECT 1",
+            "DROP VIEW v",
+        ] {
+            assert_eq!(parse_ddl(sql).unwrap(), None, "{sql}");
+        }
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        for (sql, expected) in [
+            ("CREATE TABLE t (a FOO)", "unknown column type FOO"),
+            (
+                "CREATE TABLE t (a INT) USING parquet",
+                "Iceberg tables only",
+            ),
+            (
+                "CREATE TABLE t (a INT) PARTITIONED BY (squash(a))",
+                "unknown partition transform",
+            ),
+            (
+                "CREATE TABLE t (a INT) PARTITIONED BY (bucket(a))",
+                "expected ,",
+            ),
+            ("CREATE TABLE t", "give the columns or AS query"),
+            (
+                "CREATE TABLE t (a DECIMAL(40, 2))",
+                "precision must be 1 to 38",
+            ),
+            (
+                "CREATE TABLE t (a INT) garbage",
+                "expected the end of the statement",
+            ),
+        ] {
+            let err = parse_ddl(sql).unwrap_err().to_string();
+            assert!(err.contains(expected), "{sql}: {err}");
+        }
+    }
+}

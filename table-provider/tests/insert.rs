@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{query, rows_json, session, single_i64};
+use common::{query, read_back, rows_json, session, single_i64};
 use datafusion::prelude::SessionContext;
 use iceberg::spec::{
     FormatVersion, NestedField, PartitionSpec, PrimitiveType, Schema, SortOrder,
@@ -317,47 +317,6 @@ async fn inserts_commit_snapshots_that_petrel_pyiceberg_and_spark_read() {
             .is_some_and(|p| p.contains("/s=a%2Fb%3Dc+d%25/"))),
         "its directory is encoded as Iceberg Java encodes it"
     );
-}
-
-/// Runs `tests/spark/read_back.py` in the Spark virtualenv.
-fn read_back(warehouse: &Path, tables: &[&str]) -> Value {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let setup = std::process::Command::new("bash")
-        .arg(repo.join("scripts/setup-spark.sh"))
-        .output()
-        .expect("setup-spark.sh");
-    assert!(
-        setup.status.success(),
-        "{}",
-        String::from_utf8_lossy(&setup.stderr)
-    );
-    let cache = std::env::var_os("PETREL_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(&std::env::var_os("HOME").expect("HOME")).join(".cache/petrel")
-        });
-    let python = cache.join("corpus-venvs/spark/bin/python");
-    let output = std::process::Command::new(python)
-        .arg(repo.join("table-provider/tests/spark/read_back.py"))
-        .arg(warehouse)
-        .args(tables)
-        .env("TZ", "UTC")
-        // The JVM's scratch files go where the test run's do.
-        .env(
-            "JAVA_TOOL_OPTIONS",
-            format!(
-                "-Djava.io.tmpdir={} -XX:-UsePerfData",
-                std::env::temp_dir().display()
-            ),
-        )
-        .output()
-        .expect("read_back.py");
-    assert!(
-        output.status.success(),
-        "read_back.py failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("read_back json")
 }
 
 /// 8 writers × 25 single-row INSERTs into one table at once: 200 rows, 200 snapshots, every

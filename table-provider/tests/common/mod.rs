@@ -532,3 +532,45 @@ pub async fn check_corpus(ctx: &SessionContext, dir: &std::path::Path) -> (usize
     }
     (compared, merged)
 }
+
+/// What Spark 3.5 + Iceberg 1.10 and PyIceberg read from tables of a Hadoop-layout warehouse
+/// (`tests/spark/read_back.py`, run in the Spark virtualenv of `scripts/setup-spark.sh`).
+pub fn read_back(warehouse: &std::path::Path, tables: &[&str]) -> Value {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let setup = std::process::Command::new("bash")
+        .arg(repo.join("scripts/setup-spark.sh"))
+        .output()
+        .expect("setup-spark.sh");
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
+    let cache = std::env::var_os("PETREL_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(&std::env::var_os("HOME").expect("HOME")).join(".cache/petrel")
+        });
+    let python = cache.join("corpus-venvs/spark/bin/python");
+    let output = std::process::Command::new(python)
+        .arg(repo.join("table-provider/tests/spark/read_back.py"))
+        .arg(warehouse)
+        .args(tables)
+        .env("TZ", "UTC")
+        // The JVM's scratch files go where the test run's do.
+        .env(
+            "JAVA_TOOL_OPTIONS",
+            format!(
+                "-Djava.io.tmpdir={} -XX:-UsePerfData",
+                std::env::temp_dir().display()
+            ),
+        )
+        .output()
+        .expect("read_back.py");
+    assert!(
+        output.status.success(),
+        "read_back.py failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("read_back json")
+}

@@ -5,8 +5,11 @@
 //! the session's catalogs. The catalog must be an Iceberg catalog of Petrel's
 //! ([`IcebergCatalogProvider`]). `CREATE TABLE … AS query` creates the table (its schema from
 //! the columns, else from the query's result) and then runs `INSERT INTO … query` as one
-//! append; if the insert fails the new table is dropped again.
+//! append; if the insert fails the new table is dropped again. The query may only be a query
+//! (no DDL, DML or `SET` inside it).
 
+use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
 
 use super::parser::{CreateTable, DdlStatement};
@@ -59,7 +62,7 @@ async fn create_table(ctx: &SessionContext, create: CreateTable) -> Result<u64> 
     }
     let schema = if create.columns.is_empty() {
         let query = create.query.as_deref().unwrap_or_default();
-        let frame = ctx.sql(query).await?;
+        let frame = ctx.sql_with_options(query, query_only()).await?;
         arrow_schema_to_iceberg(frame.schema().as_arrow())?
     } else {
         create.schema()?
@@ -76,9 +79,9 @@ async fn create_table(ctx: &SessionContext, create: CreateTable) -> Result<u64> 
     let target = quoted_name(ctx, &ident, &create.name);
     let inserted = async {
         let batches = ctx
-            .sql(&format!("INSERT INTO {target} {query}"))
+            .sql_with_options(query, query_only())
             .await?
-            .collect()
+            .write_table(&target, DataFrameWriteOptions::new())
             .await?;
         let rows = batches
             .first()
@@ -102,6 +105,14 @@ async fn create_table(ctx: &SessionContext, create: CreateTable) -> Result<u64> 
             Err(e.into())
         }
     }
+}
+
+/// `AS query` must be a query: no DDL, DML or `SET` hides in it.
+fn query_only() -> SQLOptions {
+    SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false)
 }
 
 /// The catalog named by the first part when it is one of the session's catalogs.

@@ -5,12 +5,16 @@
 //! - [`types`]: column type names as Iceberg types.
 //! - [`create`]: a parsed `CREATE TABLE` as the new table's Iceberg metadata.
 //! - [`execute`]: running them against a DataFusion session's Iceberg catalogs.
+//! - [`plan`]: DDL as a DataFusion plan (an extension node and its exec), so it runs when the
+//!   plan is executed, like any statement.
 
 pub mod create;
 pub mod execute;
 pub mod parser;
+pub mod plan;
 pub mod types;
 
 pub use execute::execute_ddl;
 pub use parser::{ColumnDef, CreateTable, DdlStatement, PartitionTerm, parse_ddl};
+pub use plan::{DdlExec, DdlNode, DdlPlanner, DdlQueryPlanner, as_ddl, ddl_plan};
 pub use types::ParsedType;

@@ -1,0 +1,243 @@
+//! DDL as DataFusion plans, so that it runs where any statement runs (once, when the plan is
+//! executed; never while it is planned, prepared or explained).
+//!
+//! [`ddl_plan`] turns a statement into a `LogicalPlan::Extension` ([`DdlNode`], output `count`
+//! UInt64: rows inserted by `CREATE TABLE … AS`, else 0). A session plans it with
+//! [`DdlQueryPlanner`] (DataFusion's planner plus [`DdlPlanner`]) into a [`DdlExec`], which runs
+//! [`super::execute_ddl`] against the session's Iceberg catalogs when executed.
+
+use std::any::Any;
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema};
+use async_trait::async_trait;
+use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result as DFResult};
+use datafusion::execution::context::{QueryPlanner, SessionState};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{
+    Expr, Extension, LogicalPlan, UserDefinedLogicalNode, UserDefinedLogicalNodeCore,
+};
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_planner::{DefaultPhysicalPlanner, ExtensionPlanner, PhysicalPlanner};
+use datafusion::prelude::SessionContext;
+
+use super::execute::execute_ddl;
+use super::parser::parse_ddl;
+use crate::error::Error;
+
+/// The output of a DDL statement: one `count` column.
+fn count_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![Field::new(
+        "count",
+        DataType::UInt64,
+        false,
+    )]))
+}
+
+/// A DDL statement in a logical plan (kept as its SQL text; parsed again to run).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DdlNode {
+    sql: String,
+    schema: DFSchemaRef,
+}
+
+impl PartialOrd for DdlNode {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        self.sql.partial_cmp(&other.sql)
+    }
+}
+
+impl DdlNode {
+    /// The statement's SQL text.
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+}
+
+impl UserDefinedLogicalNodeCore for DdlNode {
+    fn name(&self) -> &str {
+        "IcebergDdl"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        Vec::new()
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        &self.schema
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        Vec::new()
+    }
+
+    fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "IcebergDdl: {}", self.sql)
+    }
+
+    fn with_exprs_and_inputs(
+        &self,
+        _exprs: Vec<Expr>,
+        _inputs: Vec<LogicalPlan>,
+    ) -> DFResult<Self> {
+        Ok(self.clone())
+    }
+}
+
+/// The plan of DDL statement `sql` if it is one Petrel runs (see [`super::parser`]).
+pub fn ddl_plan(sql: &str) -> crate::error::Result<Option<LogicalPlan>> {
+    if parse_ddl(sql)?.is_none() {
+        return Ok(None);
+    }
+    let schema = Arc::new(DFSchema::try_from(count_schema())?);
+    Ok(Some(LogicalPlan::Extension(Extension {
+        node: Arc::new(DdlNode {
+            sql: sql.to_string(),
+            schema,
+        }),
+    })))
+}
+
+/// The DDL node of a plan, if it is one.
+pub fn as_ddl(plan: &LogicalPlan) -> Option<&DdlNode> {
+    match plan {
+        LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<DdlNode>(),
+        _ => None,
+    }
+}
+
+/// Plans [`DdlNode`]s as [`DdlExec`]s.
+#[derive(Debug, Default)]
+pub struct DdlPlanner;
+
+#[async_trait]
+impl ExtensionPlanner for DdlPlanner {
+    async fn plan_extension(
+        &self,
+        _planner: &dyn PhysicalPlanner,
+        node: &dyn UserDefinedLogicalNode,
+        _logical_inputs: &[&LogicalPlan],
+        _physical_inputs: &[Arc<dyn ExecutionPlan>],
+        session_state: &SessionState,
+    ) -> DFResult<Option<Arc<dyn ExecutionPlan>>> {
+        let Some(node) = node.as_any().downcast_ref::<DdlNode>() else {
+            return Ok(None);
+        };
+        Ok(Some(Arc::new(DdlExec::new(
+            node.sql.clone(),
+            session_state.clone(),
+        ))))
+    }
+}
+
+/// DataFusion's physical planner with [`DdlPlanner`]: register with
+/// `SessionStateBuilder::with_query_planner`.
+#[derive(Debug, Default)]
+pub struct DdlQueryPlanner;
+
+#[async_trait]
+impl QueryPlanner for DdlQueryPlanner {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session_state: &SessionState,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(DdlPlanner)])
+            .create_physical_plan(logical_plan, session_state)
+            .await
+    }
+}
+
+/// Runs a DDL statement when executed, against the catalogs of the session that planned it.
+pub struct DdlExec {
+    sql: String,
+    state: SessionState,
+    properties: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for DdlExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DdlExec")
+            .field("sql", &self.sql)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DdlExec {
+    fn new(sql: String, state: SessionState) -> Self {
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(count_schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            sql,
+            state,
+            properties,
+        }
+    }
+}
+
+impl DisplayAs for DdlExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DdlExec: {}", self.sql)
+    }
+}
+
+impl ExecutionPlan for DdlExec {
+    fn name(&self) -> &str {
+        "DdlExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "DdlExec has one partition, not {partition}"
+            )));
+        }
+        let sql = self.sql.clone();
+        let ctx = SessionContext::new_with_state(self.state.clone());
+        let schema = count_schema();
+        let out = Arc::clone(&schema);
+        let stream = futures::stream::once(async move {
+            let statement = parse_ddl(&sql)?
+                .ok_or_else(|| Error::InvalidArgument(format!("not a DDL statement: {sql}")))?;
+            let rows = execute_ddl(&ctx, statement).await?;
+            Ok(RecordBatch::try_new(
+                out,
+                vec![Arc::new(UInt64Array::from(vec![rows]))],
+            )?)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}

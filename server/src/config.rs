@@ -248,6 +248,10 @@ pub enum CatalogConfig {
         path: PathBuf,
         /// The `catalog_name` column value in the database (default: `name`).
         catalog_name: Option<String>,
+        /// Where `CREATE TABLE` puts new tables of namespaces without a `location` property:
+        /// `<warehouse>/<namespace>/<table>` (PyIceberg's rule). None: such a CREATE TABLE
+        /// needs `LOCATION`.
+        warehouse: Option<String>,
     },
 }
 
@@ -384,6 +388,7 @@ queue_timeout_secs = 30
 # type = "sql"                 # PyIceberg SqlCatalog / Iceberg JdbcCatalog in a SQLite file
 # path = "/data/lake/catalog.db"
 # catalog_name = "default"     # its catalog_name column (default: name)
+# warehouse = "/data/lake"     # where CREATE TABLE puts new tables (default: none; use LOCATION)
 
 # Users (none: authentication is off). `petrel hash-password` prints a hash. `--user
 # NAME:HASH` (PETREL_USERS, space-separated) adds or replaces one.

@@ -76,19 +76,21 @@ pub const CATALOG_FILE: &str = "catalog.db";
 /// configuration.
 pub async fn ensure_embedded(dir: &Path) -> Result<CatalogConfig, String> {
     let db = dir.join(CATALOG_FILE);
-    let config = CatalogConfig::Sql {
-        name: DEMO_CATALOG.into(),
-        path: db.clone(),
-        catalog_name: Some(DEMO_CATALOG.into()),
-    };
-    if db.exists() {
-        return Ok(config);
-    }
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("cannot create data directory {}: {e}", dir.display()))?;
     let abs = dir
         .canonicalize()
         .map_err(|e| format!("data directory {}: {e}", dir.display()))?;
+    // New tables (CREATE TABLE) go beside the demo: <dir>/<namespace>/<table>.
+    let config = CatalogConfig::Sql {
+        name: DEMO_CATALOG.into(),
+        path: db.clone(),
+        catalog_name: Some(DEMO_CATALOG.into()),
+        warehouse: Some(abs.to_string_lossy().into_owned()),
+    };
+    if db.exists() {
+        return Ok(config);
+    }
     let metadata_location = write_demo_table(&abs)
         .await
         .map_err(|e| format!("creating the demo table in {}: {e}", abs.display()))?;

@@ -35,6 +35,7 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt};
 use petrel_table_provider::catalog::Catalog;
+use petrel_table_provider::ddl::{DdlQueryPlanner, as_ddl, ddl_plan};
 use petrel_table_provider::{IcebergCatalogProvider, NarrowStructColumns, SignedZeroEquality};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -137,6 +138,7 @@ impl QueryEngine {
             .with_default_features()
             .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
             .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
+            .with_query_planner(Arc::new(DdlQueryPlanner))
             .with_analyzer_rule(Arc::new(TruthfulNumericPrecision))
             .with_table_factories(HashMap::new())
             .with_table_functions(
@@ -228,6 +230,16 @@ impl QueryEngine {
         let text = normalize_sql(sql);
         let text = petrel_table_provider::rewrite_time_travel(&text)
             .map_err(|e| crate::error::to_status(&e))?;
+        // Spark's DDL for Iceberg tables (CREATE/DROP SCHEMA, CREATE TABLE [AS], DROP TABLE)
+        // becomes a plan that runs when executed, like an INSERT (a write: run once).
+        if let Some(plan) = ddl_plan(&text).map_err(|e| crate::error::to_status(&e))? {
+            if self.options.read_only {
+                return Err(Status::permission_denied(
+                    "this server is read-only (read_only / --read-only): DDL is refused",
+                ));
+            }
+            return Ok(DataFrame::new(ctx.state(), plan));
+        }
         // Planning executes nothing; DDL would run in `SessionContext::sql`, so the plan is
         // checked (`policy`) before the context sees it.
         let state = ctx.state();
@@ -274,9 +286,11 @@ impl QueryEngine {
     }
 
     /// Whether a planned statement is a write (one the policy allowed: `INSERT INTO` an Iceberg
-    /// table). Writes run once, through [`QueryEngine::write`], never from a DoGet ticket.
+    /// table, or Iceberg DDL). Writes run once, through [`QueryEngine::run_write`], never from a
+    /// DoGet ticket.
     pub fn is_write(frame: &DataFrame) -> bool {
         matches!(frame.logical_plan(), LogicalPlan::Dml(_))
+            || as_ddl(frame.logical_plan()).is_some()
     }
 
     /// Plans the write `sql` with every bound parameter row (IPC bytes; empty: none) as ONE

@@ -38,9 +38,15 @@ pub async fn open_catalog(cfg: &CatalogConfig) -> Result<Arc<dyn Catalog>, Strin
             name,
             path,
             catalog_name,
+            warehouse,
         } => {
-            let c = SqlCatalog::open_sqlite(path, catalog_name.as_deref().unwrap_or(name))
+            let mut c = SqlCatalog::open_sqlite(path, catalog_name.as_deref().unwrap_or(name))
                 .map_err(|e| format!("catalog {name}: {e}"))?;
+            if let Some(warehouse) = warehouse {
+                c = c
+                    .with_warehouse(warehouse)
+                    .map_err(|e| format!("catalog {name}: warehouse {warehouse}: {e}"))?;
+            }
             Ok(Arc::new(c))
         }
     }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{query, read_back, rows_json, session, single_i64};
+use common::{query, read_back, rows_json, session, single_i64, warehouse_with_db};
 use datafusion::prelude::SessionContext;
 use iceberg::spec::{
     FormatVersion, NestedField, PartitionSpec, PrimitiveType, Schema, SortOrder,
@@ -205,14 +205,7 @@ async fn check_scenario(ctx: &SessionContext, model: &[(i64, Option<String>, i64
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inserts_commit_snapshots_that_petrel_pyiceberg_and_spark_read() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let warehouse = dir.path().join("warehouse");
-    std::fs::create_dir_all(&warehouse).expect("mkdir");
-    let catalog: Arc<dyn Catalog> =
-        Arc::new(FileSystemCatalog::new(warehouse.to_str().expect("utf8")).expect("catalog"));
-    catalog
-        .create_namespace(&Namespace::new(vec!["db".into()]), false)
-        .await
-        .expect("namespace");
+    let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
     create(
         catalog.as_ref(),
         "parted",
@@ -411,14 +404,7 @@ fn data_files(dir: &Path) -> Vec<std::path::PathBuf> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_inserts_fail_clearly_and_leave_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let warehouse = dir.path().join("warehouse");
-    std::fs::create_dir_all(&warehouse).expect("mkdir");
-    let catalog: Arc<dyn Catalog> =
-        Arc::new(FileSystemCatalog::new(warehouse.to_str().expect("utf8")).expect("catalog"));
-    catalog
-        .create_namespace(&Namespace::new(vec!["db".into()]), false)
-        .await
-        .expect("namespace");
+    let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
     create(
         catalog.as_ref(),
         "strict",

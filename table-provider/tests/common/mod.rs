@@ -574,3 +574,21 @@ pub fn read_back(warehouse: &std::path::Path, tables: &[&str]) -> Value {
     );
     serde_json::from_slice(&output.stdout).expect("read_back json")
 }
+
+/// A filesystem warehouse in `dir` (`dir/warehouse`) with namespace `db`, as catalog and path.
+pub async fn warehouse_with_db(dir: &std::path::Path) -> (std::path::PathBuf, Arc<dyn Catalog>) {
+    let warehouse = dir.join("warehouse");
+    std::fs::create_dir_all(&warehouse).expect("mkdir warehouse");
+    let catalog: Arc<dyn Catalog> = Arc::new(
+        petrel_table_provider::FileSystemCatalog::new(warehouse.to_str().expect("utf8"))
+            .expect("filesystem catalog"),
+    );
+    catalog
+        .create_namespace(
+            &petrel_table_provider::Namespace::new(vec!["db".into()]),
+            false,
+        )
+        .await
+        .expect("namespace db");
+    (warehouse, catalog)
+}

@@ -140,7 +140,8 @@ fn clean_message(text: &str) -> String {
     for (from, to) in [
         (
             "DDL not supported",
-            "DDL is not supported (queries and INSERT INTO Iceberg tables only)",
+            "DDL is not supported (queries, INSERT INTO, and CREATE/DROP SCHEMA and TABLE on \
+             Iceberg catalogs only)",
         ),
         (
             "DML not supported",

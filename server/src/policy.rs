@@ -12,8 +12,10 @@
 //!   catalog the server serves as an Iceberg catalog, and the target provider in the plan is
 //!   an [`IcebergTableProvider`] — so `information_schema` tables, in-memory tables and
 //!   anything else cannot be written;
-//! - everything else is refused with a message saying why: `COPY ... TO`, DDL (`CREATE
-//!   [EXTERNAL] TABLE`, `DROP`, views, schemas), `SET` and other statements, `DELETE` and
+//! - Spark's DDL for Iceberg tables (`CREATE/DROP SCHEMA`, `CREATE [OR …] TABLE`, `DROP
+//!   TABLE`) never reaches this check: the engine plans it itself (`petrel_table_provider::ddl`);
+//! - everything else is refused with a message saying why: `COPY ... TO`, DataFusion's DDL
+//!   (`CREATE EXTERNAL TABLE`, views, functions), `SET` and other statements, `DELETE` and
 //!   `UPDATE` (not supported yet), `INSERT OVERWRITE` / `REPLACE INTO`, a write nested in
 //!   `EXPLAIN ANALYZE` (which would run it);
 //! - in read-only mode (`--read-only`) every write is refused.
@@ -185,8 +187,8 @@ fn refuse_ddl(ddl: &DdlStatement) -> Status {
              configured Iceberg catalogs",
         ),
         other => Status::permission_denied(format!(
-            "DDL is not supported yet ({}): Petrel accepts queries and INSERT INTO existing \
-             Iceberg tables",
+            "DDL is not supported ({}): Petrel runs queries, INSERT INTO, and CREATE/DROP \
+             SCHEMA and CREATE/DROP TABLE on Iceberg catalogs",
             other.name()
         )),
     }

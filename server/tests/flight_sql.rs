@@ -190,7 +190,7 @@ async fn prepared_statements_with_parameters() {
     // Statements that are not queries are refused at prepare time.
     let err = to_status(
         client
-            .prepare("DROP TABLE pyiceberg_cow".into(), None)
+            .prepare("CREATE VIEW v AS SELECT 1".into(), None)
             .await
             .unwrap_err(),
     );

@@ -251,7 +251,7 @@ async fn updates_prepared_batches_and_query_path_inserts() {
             "OVERWRITE",
         ),
         (
-            "DROP TABLE iceberg.db.t".to_string(),
+            "CREATE VIEW v AS SELECT 1".to_string(),
             Code::PermissionDenied,
             "DDL",
         ),

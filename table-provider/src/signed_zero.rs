@@ -148,7 +148,11 @@ fn rewrite_expr(expr: Expr) -> Result<Transformed<Expr>> {
             negated,
         }) if list.iter().any(|e| float_zero(e).is_some()) => {
             let Some(like) = list.iter().find_map(float_zero).cloned() else {
-                unreachable!("checked by the guard")
+                return Ok(Transformed::no(Expr::InList(InList {
+                    expr,
+                    list,
+                    negated,
+                })));
             };
             let mut changed = false;
             for negative in [true, false] {

@@ -18,28 +18,20 @@
 //! field without an id in the file is kept whole.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType, Field, Schema};
-use bytes::Bytes;
-use datafusion::common::{Result as DFResult, ScalarValue};
-use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::common::ScalarValue;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::ScalarFunctionExpr;
 use datafusion::physical_expr::expressions::{Column, Literal};
-use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
-use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::basic::{ConvertedType, LogicalType};
 use parquet::file::metadata::{
     FileMetaData, ParquetMetaData, ParquetMetaDataBuilder, RowGroupMetaData,
 };
 use parquet::schema::types::{ColumnPath, SchemaDescriptor, Type, TypePtr};
 
+use super::footer_rewrite::{FooterRewrite, FooterRewritingReaderFactory};
 use crate::spec::field_id_of;
 
 /// Key of the Arrow schema Parquet writers embed in the footer (dropped from narrowed footers:
@@ -330,67 +322,11 @@ fn narrow_row_group(
     builder.build().ok()
 }
 
-/// Wraps a reader factory so that every footer it returns is narrowed by a
-/// [`LeafProjection`].
-#[derive(Debug)]
-pub struct LeafProjectingReaderFactory {
-    inner: Arc<dyn ParquetFileReaderFactory>,
-    leaves: Arc<LeafProjection>,
-}
-
-impl LeafProjectingReaderFactory {
-    /// Narrows the footers of `inner`'s readers by `leaves`.
-    pub fn new(inner: Arc<dyn ParquetFileReaderFactory>, leaves: Arc<LeafProjection>) -> Self {
-        Self { inner, leaves }
+impl FooterRewrite for LeafProjection {
+    fn rewrite(&self, _object_path: &str, footer: Arc<ParquetMetaData>) -> Arc<ParquetMetaData> {
+        self.narrow(&footer).map(Arc::new).unwrap_or(footer)
     }
 }
 
-impl ParquetFileReaderFactory for LeafProjectingReaderFactory {
-    fn create_reader(
-        &self,
-        partition_index: usize,
-        partitioned_file: PartitionedFile,
-        metadata_size_hint: Option<usize>,
-        metrics: &ExecutionPlanMetricsSet,
-    ) -> DFResult<Box<dyn AsyncFileReader + Send>> {
-        let inner = self.inner.create_reader(
-            partition_index,
-            partitioned_file,
-            metadata_size_hint,
-            metrics,
-        )?;
-        Ok(Box::new(LeafProjectingReader {
-            inner,
-            leaves: Arc::clone(&self.leaves),
-        }))
-    }
-}
-
-struct LeafProjectingReader {
-    inner: Box<dyn AsyncFileReader + Send>,
-    leaves: Arc<LeafProjection>,
-}
-
-impl AsyncFileReader for LeafProjectingReader {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        self.inner.get_bytes(range)
-    }
-
-    fn get_byte_ranges(
-        &mut self,
-        ranges: Vec<Range<u64>>,
-    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        self.inner.get_byte_ranges(ranges)
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        let leaves = Arc::clone(&self.leaves);
-        self.inner
-            .get_metadata(options)
-            .map(move |metadata| metadata.map(|m| leaves.narrow(&m).map(Arc::new).unwrap_or(m)))
-            .boxed()
-    }
-}
+/// A reader factory whose footers are narrowed by a [`LeafProjection`].
+pub type LeafProjectingReaderFactory = FooterRewritingReaderFactory<LeafProjection>;

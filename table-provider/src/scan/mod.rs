@@ -2,6 +2,7 @@
 //! wrapped by [`IcebergScanExec`].
 
 mod exec;
+mod footer_rewrite;
 mod leaf_projection;
 mod merge_stream;
 mod nan_safe_stats;
@@ -10,6 +11,7 @@ mod reader;
 mod schema_mapping;
 
 pub use exec::IcebergScanExec;
+pub use footer_rewrite::{FooterRewrite, FooterRewritingReaderFactory};
 pub use leaf_projection::{LeafProjectingReaderFactory, LeafProjection};
 pub use merge_stream::MergeSpec;
 pub(crate) use nan_safe_stats::{NanFreeColumns, NanSafeReaderFactory};

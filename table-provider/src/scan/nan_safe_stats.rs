@@ -19,22 +19,14 @@
 //! Petrel hides such statistics from it.
 
 use std::collections::HashMap;
-use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use datafusion::common::Result as DFResult;
-use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
-use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
-use parquet::arrow::async_reader::AsyncFileReader;
 use parquet::basic::Type as PhysicalType;
 use parquet::file::metadata::ParquetMetaData;
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::statistics::Statistics;
+
+use super::footer_rewrite::{FooterRewrite, FooterRewritingReaderFactory};
 
 /// Per data file (by object path), the float columns (Iceberg field ids) known to hold no NaN.
 #[derive(Debug, Default)]
@@ -182,75 +174,14 @@ fn without_any_statistics(metadata: &ParquetMetaData) -> Arc<ParquetMetaData> {
     )
 }
 
-/// Hands the Parquet opener NaN-safe footers (see the module docs).
-#[derive(Debug)]
-pub(crate) struct NanSafeReaderFactory {
-    inner: Arc<dyn ParquetFileReaderFactory>,
-    nan_free: Arc<NanFreeColumns>,
-}
-
-impl NanSafeReaderFactory {
-    /// Wraps `inner`; `nan_free` says which float columns of which files keep their statistics.
-    pub(crate) fn new(
-        inner: Arc<dyn ParquetFileReaderFactory>,
-        nan_free: Arc<NanFreeColumns>,
-    ) -> Self {
-        Self { inner, nan_free }
+impl FooterRewrite for NanFreeColumns {
+    fn rewrite(&self, object_path: &str, footer: Arc<ParquetMetaData>) -> Arc<ParquetMetaData> {
+        nan_safe_metadata(footer, |id| self.is_nan_free(object_path, id))
     }
 }
 
-impl ParquetFileReaderFactory for NanSafeReaderFactory {
-    fn create_reader(
-        &self,
-        partition_index: usize,
-        partitioned_file: PartitionedFile,
-        metadata_size_hint: Option<usize>,
-        metrics: &ExecutionPlanMetricsSet,
-    ) -> DFResult<Box<dyn AsyncFileReader + Send>> {
-        let path = partitioned_file.object_meta.location.to_string();
-        let inner = self.inner.create_reader(
-            partition_index,
-            partitioned_file,
-            metadata_size_hint,
-            metrics,
-        )?;
-        Ok(Box::new(NanSafeReader {
-            inner,
-            path,
-            nan_free: Arc::clone(&self.nan_free),
-        }))
-    }
-}
-
-struct NanSafeReader {
-    inner: Box<dyn AsyncFileReader + Send>,
-    path: String,
-    nan_free: Arc<NanFreeColumns>,
-}
-
-impl AsyncFileReader for NanSafeReader {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        self.inner.get_bytes(range)
-    }
-
-    fn get_byte_ranges(
-        &mut self,
-        ranges: Vec<Range<u64>>,
-    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        self.inner.get_byte_ranges(ranges)
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        let (path, nan_free) = (&self.path, &self.nan_free);
-        self.inner
-            .get_metadata(options)
-            .map(move |r| r.map(|m| nan_safe_metadata(m, |id| nan_free.is_nan_free(path, id))))
-            .boxed()
-    }
-}
+/// A reader factory handing the Parquet opener NaN-safe footers (see the module docs).
+pub(crate) type NanSafeReaderFactory = FooterRewritingReaderFactory<NanFreeColumns>;
 
 #[cfg(test)]
 mod tests {

@@ -36,7 +36,9 @@ use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt};
 use petrel_table_provider::catalog::Catalog;
 use petrel_table_provider::ddl::{DdlQueryPlanner, as_ddl, ddl_plan};
-use petrel_table_provider::{IcebergCatalogProvider, NarrowStructColumns, SignedZeroEquality};
+use petrel_table_provider::{
+    IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes, SignedZeroEquality,
+};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
@@ -137,6 +139,7 @@ impl QueryEngine {
             .with_config(config)
             .with_default_features()
             .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
+            .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
             .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
             .with_query_planner(Arc::new(DdlQueryPlanner))
             .with_analyzer_rule(Arc::new(TruthfulNumericPrecision))

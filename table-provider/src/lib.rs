@@ -44,6 +44,7 @@ pub mod deletes;
 pub mod dml;
 pub mod error;
 pub mod io;
+pub mod nested_values;
 pub mod plan;
 pub mod provider;
 pub mod scan;
@@ -58,6 +59,7 @@ pub use catalog::{
 };
 pub use deletes::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use error::{Error, Result};
+pub use nested_values::NestedValuesTypes;
 pub use plan::{ManifestCache, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, ScanTask};
 pub use provider::IcebergTableProvider;
 pub use scan::{IcebergScanExec, LeafProjection, NarrowStructColumns};

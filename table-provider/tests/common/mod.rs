@@ -13,8 +13,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use petrel_table_provider::plan::PlanMetrics;
 use petrel_table_provider::{
-    Catalog, IcebergCatalogProvider, IcebergScanExec, NarrowStructColumns, SignedZeroEquality,
-    rewrite_time_travel,
+    Catalog, IcebergCatalogProvider, IcebergScanExec, NarrowStructColumns, NestedValuesTypes,
+    SignedZeroEquality, rewrite_time_travel,
 };
 use serde_json::{Value, json};
 
@@ -76,6 +76,7 @@ pub fn session(catalogs: Vec<(&str, Arc<dyn Catalog>)>) -> SessionContext {
         .with_config(config)
         .with_default_features()
         .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
+        .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
         .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
         .build();
     let ctx = SessionContext::new_with_state(state);

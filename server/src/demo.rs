@@ -23,43 +23,37 @@
 //! SELECT count(*) FROM seabirds FOR TIMESTAMP AS OF TIMESTAMP '2026-07-01 00:00:00' -- 7
 //! ```
 //!
-//! The data is written through the `iceberg` crate's own append path (Parquet data-file
-//! writer, then one `Transaction::fast_append` per commit to an in-memory catalog whose
-//! warehouse is the directory). The crate's transactions only append to `main` and stamp each
-//! snapshot with the current time, so the final metadata is then rebuilt with the crate's
-//! `TableMetadataBuilder`: the same snapshots (ids, parents, sequence numbers, manifest lists)
-//! with fixed commit times (so a `FOR TIMESTAMP AS OF` example gives the same answer on every
-//! machine), the fourth moved from `main` to the branch `audit`, and the tag `v1`. That
-//! metadata file replaces the staging ones and is registered in the SQL catalog. The table is
-//! created only when the catalog database does not exist yet; an existing directory is served
-//! as it is. Snapshot ids are random; the server logs them when it creates the table.
+//! The table is made the way any Petrel table is: created through Petrel's SQL catalog
+//! ([`SqlCatalog::create_table`], warehouse = the directory), each commit's rows written by
+//! Petrel's own write path (a DataFusion `INSERT` into the catalog's table provider:
+//! `IcebergWriteExec` → `IcebergCommitExec`, one snapshot on `main` per commit). A commit
+//! stamps its snapshot with the current time and goes to `main`, so the final metadata is then
+//! rebuilt with the `iceberg` crate's `TableMetadataBuilder`: the same table (uuid, location,
+//! properties) and snapshots (ids, parents, sequence numbers, manifest lists) with fixed commit
+//! times (so a `FOR TIMESTAMP AS OF` example gives the same answer on every machine), the
+//! fourth moved from `main` to the branch `audit`, and the tag `v1`. It is committed through
+//! the catalog's `commit_table`, and the earlier metadata files, which describe a history that
+//! is not the table's, are deleted (every manifest and manifest list stays referenced).
+//!
+//! The catalog database is built as `catalog.db.partial` and renamed to `catalog.db` once the
+//! table is complete: the table is created only when the catalog database does not exist yet,
+//! and an existing directory is served as it is. Snapshot ids are random; the server logs them
+//! when it creates the table.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, Date32Array, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
 };
-use iceberg::io::LocalFsStorageFactory;
-use iceberg::memory::{MEMORY_CATALOG_WAREHOUSE, MemoryCatalogBuilder};
+use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::prelude::SessionContext;
 use iceberg::spec::{
-    DataFileFormat, FormatVersion, MAIN_BRANCH, NestedField, PartitionSpec, PrimitiveType, Schema,
-    Snapshot, SnapshotReference, SnapshotRetention, SortOrder, TableMetadataBuilder, Type,
+    FormatVersion, MAIN_BRANCH, NestedField, PartitionSpec, PrimitiveType, Schema, Snapshot,
+    SnapshotReference, SnapshotRetention, SortOrder, TableMetadataBuilder, Type,
 };
-use iceberg::table::Table;
-use iceberg::transaction::{ApplyTransactionAction, Transaction};
-use iceberg::writer::base_writer::data_file_writer::DataFileWriterBuilder;
-use iceberg::writer::file_writer::ParquetWriterBuilder;
-use iceberg::writer::file_writer::location_generator::{
-    DefaultFileNameGenerator, DefaultLocationGenerator,
-};
-use iceberg::writer::file_writer::rolling_writer::RollingFileWriterBuilder;
-use iceberg::writer::{IcebergWriter, IcebergWriterBuilder};
-use iceberg::{Catalog as _, CatalogBuilder, MetadataLocation, NamespaceIdent, TableCreation};
-use parquet::file::properties::WriterProperties;
-use petrel_table_provider::catalog::{Namespace, SqlCatalog, TableIdent};
+use petrel_table_provider::IcebergCatalogProvider;
+use petrel_table_provider::catalog::{Catalog, Namespace, SqlCatalog, TableIdent};
 
 use crate::config::CatalogConfig;
 
@@ -81,35 +75,55 @@ pub async fn ensure_embedded(dir: &Path) -> Result<CatalogConfig, String> {
     let abs = dir
         .canonicalize()
         .map_err(|e| format!("data directory {}: {e}", dir.display()))?;
+    let warehouse = abs.to_string_lossy().into_owned();
     // New tables (CREATE TABLE) go beside the demo: <dir>/<namespace>/<table>.
     let config = CatalogConfig::Sql {
         name: DEMO_CATALOG.into(),
         path: db.clone(),
         catalog_name: Some(DEMO_CATALOG.into()),
-        warehouse: Some(abs.to_string_lossy().into_owned()),
+        warehouse: Some(warehouse.clone()),
     };
     if db.exists() {
         return Ok(config);
     }
-    let metadata_location = write_demo_table(&abs)
-        .await
-        .map_err(|e| format!("creating the demo table in {}: {e}", abs.display()))?;
-    let catalog = SqlCatalog::open_sqlite(&db, DEMO_CATALOG).map_err(|e| e.to_string())?;
-    let ns = Namespace::from_dotted(DEMO_NAMESPACE);
-    catalog
-        .create_namespace(&ns)
-        .await
-        .map_err(|e| e.to_string())?;
-    catalog
-        .register_table(&TableIdent::new(ns, DEMO_TABLE), &metadata_location)
-        .await
-        .map_err(|e| e.to_string())?;
+    // Built under another name, so that a `catalog.db` always holds the whole demo table.
+    let partial = dir.join(format!("{CATALOG_FILE}.partial"));
+    remove_if_present(&partial)?;
+    let table_dir = abs.join(DEMO_NAMESPACE).join(DEMO_TABLE);
+    let fresh_table_dir = !table_dir.exists();
+    let written = write_demo_table(&partial, &warehouse).await;
+    let snapshots = match written {
+        Ok(snapshots) => snapshots,
+        Err(e) => {
+            // Best effort: the error says what went wrong, a retry starts from scratch.
+            let _ = std::fs::remove_file(&partial);
+            if fresh_table_dir {
+                let _ = std::fs::remove_dir_all(&table_dir);
+            }
+            return Err(format!("creating the demo table in {}: {e}", abs.display()));
+        }
+    };
+    std::fs::rename(&partial, &db)
+        .map_err(|e| format!("renaming {} to {}: {e}", partial.display(), db.display()))?;
     tracing::info!(
         directory = %abs.display(),
         table = %format!("{DEMO_CATALOG}.{DEMO_NAMESPACE}.{DEMO_TABLE}"),
-        "created the embedded default warehouse"
+        snapshots = ?snapshots,
+        tag = DEMO_TAG,
+        branch = DEMO_BRANCH,
+        "created the embedded default warehouse (demo snapshots oldest first; the tag is on the \
+         first, the branch on the last)"
     );
     Ok(config)
+}
+
+/// Removes the file at `path` if there is one.
+fn remove_if_present(path: &Path) -> Result<(), String> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("removing {}: {e}", path.display())),
+    }
 }
 
 /// The demo table's Iceberg schema (`id` is its identifier field, i.e. primary key).
@@ -189,57 +203,136 @@ const HISTORY: &[DemoCommit] = &[
     },
 ];
 
-/// Writes the demo table under `<warehouse>/demo/seabirds` and returns its metadata file.
-async fn write_demo_table(warehouse: &Path) -> iceberg::Result<String> {
-    let root = format!("file://{}", warehouse.display());
-    // The memory catalog defaults to in-memory storage: write to the local filesystem.
-    let catalog = MemoryCatalogBuilder::default()
-        .with_storage_factory(Arc::new(LocalFsStorageFactory))
-        .load(
-            "petrel-demo",
-            HashMap::from([(MEMORY_CATALOG_WAREHOUSE.to_string(), root.clone())]),
-        )
-        .await?;
-    let ns = NamespaceIdent::new(DEMO_NAMESPACE.to_string());
-    catalog.create_namespace(&ns, HashMap::new()).await?;
-    let schema = demo_schema()?;
-    let mut table = catalog
-        .create_table(
-            &ns,
-            TableCreation::builder()
-                .name(DEMO_TABLE.to_string())
-                .location(format!("{root}/{DEMO_NAMESPACE}/{DEMO_TABLE}"))
-                .schema(schema.clone())
-                .build(),
-        )
-        .await?;
-
-    // Stage every commit on `main` (the only branch the crate's transactions write to).
-    let mut staged = Vec::with_capacity(HISTORY.len());
-    for (i, commit) in HISTORY.iter().enumerate() {
-        table = append(&catalog, &table, commit.rows.clone(), i).await?;
-        let snapshot = table.metadata().current_snapshot().ok_or_else(|| {
-            iceberg::Error::new(iceberg::ErrorKind::Unexpected, "append left no snapshot")
-        })?;
-        staged.push(Arc::clone(snapshot));
-    }
-
-    // The final metadata: the same snapshots at fixed times, on their branches, plus the tag.
-    let staging = table.metadata();
-    let mut builder = TableMetadataBuilder::new(
-        schema,
+/// Creates the demo table in a SQL catalog at `db` (warehouse `warehouse`), writes its history
+/// through Petrel's `INSERT` path and commits the final metadata; returns the snapshot ids,
+/// oldest first. Every handle on the database is closed when it returns.
+async fn write_demo_table(db: &Path, warehouse: &str) -> Result<Vec<i64>, String> {
+    let catalog = Arc::new(
+        SqlCatalog::open_sqlite(db, DEMO_CATALOG)
+            .and_then(|c| c.with_warehouse(warehouse))
+            .map_err(|e| e.to_string())?,
+    );
+    let ns = Namespace::from_dotted(DEMO_NAMESPACE);
+    let ident = TableIdent::new(ns.clone(), DEMO_TABLE);
+    catalog
+        .create_namespace(&ns)
+        .await
+        .map_err(|e| e.to_string())?;
+    let location = catalog
+        .default_table_location(&ident)
+        .await
+        .map_err(|e| e.to_string())?;
+    let metadata = TableMetadataBuilder::new(
+        demo_schema().map_err(|e| e.to_string())?,
         PartitionSpec::unpartition_spec(),
         SortOrder::unsorted_order(),
-        staging.location().to_string(),
+        location,
         FormatVersion::V2,
-        staging.properties().clone(),
-    )?;
-    for (commit, snapshot) in HISTORY.iter().zip(&staged) {
+        Default::default(),
+    )
+    .and_then(|b| b.build())
+    .map_err(|e| e.to_string())?
+    .metadata;
+    let created = catalog
+        .create_table(&ident, metadata)
+        .await
+        .map_err(|e| e.to_string())?;
+
+    // Every commit through Petrel's write path, on `main`.
+    let ctx = SessionContext::new();
+    ctx.register_catalog(
+        DEMO_CATALOG,
+        Arc::new(IcebergCatalogProvider::new(
+            Arc::clone(&catalog) as Arc<dyn Catalog>
+        )),
+    );
+    let table_name = format!("{DEMO_CATALOG}.{DEMO_NAMESPACE}.{DEMO_TABLE}");
+    let arrow_schema = created.arrow_schema().map_err(|e| e.to_string())?;
+    let mut snapshots = Vec::with_capacity(HISTORY.len());
+    for commit in HISTORY {
+        let batch = demo_batch(Arc::clone(&arrow_schema), commit.rows.clone())?;
+        ctx.read_batch(batch)
+            .map_err(|e| e.to_string())?
+            .write_table(&table_name, DataFrameWriteOptions::new())
+            .await
+            .map_err(|e| e.to_string())?;
+        let table = catalog
+            .load_table(&ident)
+            .await
+            .map_err(|e| e.to_string())?;
+        let snapshot = table
+            .metadata()
+            .current_snapshot()
+            .ok_or("the INSERT left no snapshot")?;
+        snapshots.push(snapshot.snapshot_id());
+    }
+    drop(ctx);
+
+    // The final metadata: the same table and snapshots, at fixed times, on their branches,
+    // plus the tag.
+    let staged = catalog
+        .load_table(&ident)
+        .await
+        .map_err(|e| e.to_string())?;
+    let metadata = dated_history(staged.metadata(), &snapshots).map_err(|e| e.to_string())?;
+    let committed = catalog
+        .commit_table(&staged, metadata)
+        .await
+        .map_err(|e| e.to_string())?;
+
+    // The earlier metadata files describe a history that is not the table's: delete them.
+    let keep = file_name(committed.metadata_location());
+    let metadata_dir = Path::new(warehouse)
+        .join(DEMO_NAMESPACE)
+        .join(DEMO_TABLE)
+        .join("metadata");
+    for entry in std::fs::read_dir(&metadata_dir)
+        .map_err(|e| format!("{}: {e}", metadata_dir.display()))?
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".metadata.json") && name != keep {
+            std::fs::remove_file(entry.path())
+                .map_err(|e| format!("{}: {e}", entry.path().display()))?;
+        }
+    }
+    Ok(snapshots)
+}
+
+/// The last segment of a location.
+fn file_name(location: &str) -> &str {
+    location.rsplit('/').next().unwrap_or(location)
+}
+
+/// `staged`'s table (uuid, location, schema, spec, properties) with the snapshots `ids` (of
+/// [`HISTORY`], in order) at their fixed commit times, each on its branch, and the tag.
+fn dated_history(
+    staged: &iceberg::spec::TableMetadata,
+    ids: &[i64],
+) -> iceberg::Result<iceberg::spec::TableMetadata> {
+    let unexpected = |message: &str| iceberg::Error::new(iceberg::ErrorKind::Unexpected, message);
+    let mut builder = TableMetadataBuilder::new(
+        staged.current_schema().as_ref().clone(),
+        staged
+            .default_partition_spec()
+            .as_ref()
+            .clone()
+            .into_unbound(),
+        staged.default_sort_order().as_ref().clone(),
+        staged.location().to_string(),
+        staged.format_version(),
+        staged.properties().clone(),
+    )?
+    .assign_uuid(staged.uuid());
+    for (commit, id) in HISTORY.iter().zip(ids) {
+        let snapshot = staged
+            .snapshot_by_id(*id)
+            .ok_or_else(|| unexpected("a demo snapshot is missing"))?;
         let (y, m, d) = commit.date;
         let at = chrono::NaiveDate::from_ymd_opt(y, m, d)
             .and_then(|day| day.and_hms_opt(0, 0, 0))
             .map(|t| t.and_utc().timestamp_millis())
-            .ok_or_else(|| iceberg::Error::new(iceberg::ErrorKind::Unexpected, "bad date"))?;
+            .ok_or_else(|| unexpected("bad date"))?;
         let dated = Snapshot::builder()
             .with_snapshot_id(snapshot.snapshot_id())
             .with_parent_snapshot_id(snapshot.parent_snapshot_id())
@@ -264,44 +357,14 @@ async fn write_demo_table(warehouse: &Path) -> iceberg::Result<String> {
         // in turn in `main`'s snapshot log, which `FOR TIMESTAMP AS OF` reads.
         builder = builder.build()?.metadata.into_builder(None);
     }
-    let metadata = builder.build()?.metadata;
-    let location =
-        MetadataLocation::from_str(table.metadata_location_result()?)?.with_next_version();
-    metadata.write_to(table.file_io(), &location).await?;
-    let location = location.to_string();
-
-    // The staging metadata files describe a history that is not the table's: remove them.
-    let metadata_dir = warehouse
-        .join(DEMO_NAMESPACE)
-        .join(DEMO_TABLE)
-        .join("metadata");
-    let keep = location.rsplit('/').next().unwrap_or_default().to_string();
-    for entry in std::fs::read_dir(&metadata_dir)?.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".metadata.json") && name != keep {
-            std::fs::remove_file(entry.path())?;
-        }
-    }
-    tracing::info!(
-        snapshots = ?staged.iter().map(|s| s.snapshot_id()).collect::<Vec<_>>(),
-        tag = DEMO_TAG,
-        branch = DEMO_BRANCH,
-        "demo table history: snapshots oldest first; the tag is on the first, the branch on the last"
-    );
-    Ok(location)
+    Ok(builder.build()?.metadata)
 }
 
-/// Appends `rows` of [`ROWS`] to `table` in one `fast_append` commit (the `n`th: data files
-/// are named `demo-<n>-…`).
-async fn append(
-    catalog: &impl iceberg::Catalog,
-    table: &Table,
+/// The rows `rows` of [`ROWS`] as a batch of the table's Arrow schema.
+fn demo_batch(
+    schema: arrow::datatypes::SchemaRef,
     rows: std::ops::Range<usize>,
-    n: usize,
-) -> iceberg::Result<Table> {
-    let arrow_schema = Arc::new(iceberg::arrow::schema_to_arrow_schema(
-        table.metadata().current_schema(),
-    )?);
+) -> Result<RecordBatch, String> {
     let slice = &ROWS[rows.clone()];
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(
@@ -316,23 +379,73 @@ async fn append(
             slice.iter().map(|r| r.3).collect::<Vec<_>>(),
         )),
     ];
-    let batch = RecordBatch::try_new(arrow_schema, columns)?;
+    RecordBatch::try_new(schema, columns).map_err(|e| e.to_string())
+}
 
-    let parquet = ParquetWriterBuilder::new(
-        WriterProperties::default(),
-        Arc::clone(table.metadata().current_schema()),
-    );
-    let rolling = RollingFileWriterBuilder::new_with_default_file_size(
-        parquet,
-        table.file_io().clone(),
-        DefaultLocationGenerator::new(table.metadata())?,
-        DefaultFileNameGenerator::new(format!("demo-{n}"), None, DataFileFormat::Parquet),
-    );
-    let mut writer = DataFileWriterBuilder::new(rolling).build(None).await?;
-    writer.write(batch).await?;
-    let files = writer.close().await?;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    let tx = Transaction::new(table);
-    let tx = tx.fast_append().add_data_files(files).apply(tx)?;
-    tx.commit(catalog).await
+    /// Every file of the demo table is referenced by its one metadata file: no staging
+    /// metadata, no unreferenced manifest or manifest list, no partial catalog.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn demo_table_leaves_no_staging_files() {
+        let dir = tempfile::tempdir().unwrap();
+        ensure_embedded(dir.path()).await.unwrap();
+        let names = |sub: &str| -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(dir.path().join(sub))
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(names(""), vec![CATALOG_FILE.to_string(), "demo".into()]);
+        let files = names("demo/seabirds/metadata");
+        let json: Vec<_> = files
+            .iter()
+            .filter(|f| f.ends_with(".metadata.json"))
+            .collect();
+        assert_eq!(json.len(), 1, "{files:?}");
+        let metadata: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join("demo/seabirds/metadata").join(json[0])).unwrap(),
+        )
+        .unwrap();
+        let snapshots = metadata["snapshots"].as_array().unwrap();
+        assert_eq!(snapshots.len(), HISTORY.len());
+        let mut lists: Vec<String> = snapshots
+            .iter()
+            .map(|s| file_name(s["manifest-list"].as_str().unwrap()).to_string())
+            .collect();
+        lists.sort();
+        let listed: Vec<String> = files
+            .iter()
+            .filter(|f| f.starts_with("snap-"))
+            .cloned()
+            .collect();
+        assert_eq!(listed, lists);
+        // The manifests are exactly those the manifest lists name.
+        let mut manifests = std::collections::BTreeSet::new();
+        for list in &lists {
+            let bytes =
+                std::fs::read(dir.path().join("demo/seabirds/metadata").join(list)).unwrap();
+            let list =
+                iceberg::spec::ManifestList::parse_with_version(&bytes, FormatVersion::V2).unwrap();
+            for m in list.entries() {
+                manifests.insert(file_name(&m.manifest_path).to_string());
+            }
+        }
+        let others: std::collections::BTreeSet<String> = files
+            .iter()
+            .filter(|f| !f.starts_with("snap-") && !f.ends_with(".metadata.json"))
+            .cloned()
+            .collect();
+        assert_eq!(others, manifests);
+        assert_eq!(manifests.len(), HISTORY.len());
+        assert_eq!(names("demo/seabirds/data").len(), HISTORY.len());
+        // An existing directory is served as it is.
+        ensure_embedded(dir.path()).await.unwrap();
+        assert_eq!(names("demo/seabirds/metadata"), files);
+    }
 }

@@ -41,10 +41,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray,
-};
-use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Float64Type, Int64Type, Schema, SchemaRef};
 use criterion::Criterion;
 use datafusion::error::Result as DFResult;
 use datafusion::execution::memory_pool::{
@@ -61,7 +59,7 @@ use iceberg::spec::{
 };
 use iceberg::table::StaticTable;
 use iceberg_datafusion::IcebergStaticTableProvider;
-use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
+use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use petrel_table_provider::catalog::Catalog;
@@ -69,6 +67,9 @@ use petrel_table_provider::{
     DeleteCache, FileSystemCatalog, IcebergCatalogProvider, ManifestCache, ScanPlanner,
 };
 use tokio::runtime::Runtime;
+
+mod common;
+use common::{d_of, field, i_of, lineitem_batch, lineitem_schema as data_schema};
 
 /// Bump when the generated data changes: the cache directory is keyed by it.
 const DATA_VERSION: &str = "mor-v2";
@@ -125,15 +126,6 @@ fn deleted(table: &str, id: i64) -> bool {
     }
 }
 
-fn i_of(id: i64) -> i32 {
-    (id % 1000) as i32
-}
-
-fn d_of(id: i64) -> f64 {
-    // Multiples of 0.25 below 2^40: every partial sum is exact, whatever the order.
-    (id % 10_007) as f64 * 0.25
-}
-
 /// Expected (count, sum(i), sum(d), sum(id)) of a table version.
 fn expected(table: &str) -> (i64, i64, f64, i64) {
     let (mut count, mut si, mut sd, mut sid) = (0i64, 0i64, 0f64, 0i64);
@@ -146,22 +138,6 @@ fn expected(table: &str) -> (i64, i64, f64, i64) {
         }
     }
     (count, si, sd, sid)
-}
-
-fn field(name: &str, dt: DataType, nullable: bool, id: i32) -> Field {
-    Field::new(name, dt, nullable).with_metadata(HashMap::from([(
-        PARQUET_FIELD_ID_META_KEY.to_string(),
-        id.to_string(),
-    )]))
-}
-
-fn data_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        field("id", DataType::Int64, false, 1),
-        field("i", DataType::Int32, true, 2),
-        field("d", DataType::Float64, true, 3),
-        field("s", DataType::Utf8, true, 4),
-    ]))
 }
 
 fn splitmix(mut x: u64) -> u64 {
@@ -208,26 +184,12 @@ fn url(path: &Path) -> String {
 fn write_data_file(path: &Path, f: i64) {
     let schema = data_schema();
     let batch_rows = 65_536i64;
+    let first = f * ROWS_PER_FILE;
     let batches = (0..ROWS_PER_FILE)
         .step_by(batch_rows as usize)
         .map(|start| {
             let end = (start + batch_rows).min(ROWS_PER_FILE);
-            let ids: Vec<i64> = (start..end).map(|r| f * ROWS_PER_FILE + r).collect();
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from(ids.clone())),
-                Arc::new(Int32Array::from(
-                    ids.iter().map(|&id| i_of(id)).collect::<Vec<_>>(),
-                )),
-                Arc::new(Float64Array::from(
-                    ids.iter().map(|&id| d_of(id)).collect::<Vec<_>>(),
-                )),
-                Arc::new(StringArray::from(
-                    ids.iter()
-                        .map(|&id| format!("name-{:06}", id % 250_000))
-                        .collect::<Vec<_>>(),
-                )),
-            ];
-            RecordBatch::try_new(Arc::clone(&schema), columns).expect("batch")
+            lineitem_batch(&schema, first + start..first + end)
         });
     write_parquet(path, Arc::clone(&schema), batches);
 }

@@ -1,0 +1,629 @@
+//! Writes: Petrel's `INSERT INTO` against baselines measured in the same run.
+//!
+//! 1. **Throughput.** 5,000,000 rows of the read benchmarks' lineitem-like shape
+//!    (`benches/common`: `id bigint, i int, d double, s string`, batches of 8,192 rows — DataFusion's
+//!    batch size — in a two-partition `MemTable`) written by `INSERT INTO t SELECT * FROM src`
+//!    into a fresh Iceberg table of a filesystem catalog, (a) unpartitioned and (b) partitioned
+//!    by `truncate(10, i)` (100 partitions, every batch touching all of them). The floor is
+//!    DataFusion writing the same batches as Parquet with the same compression —
+//!    `COPY (SELECT * FROM src) TO '<dir>/' STORED AS PARQUET` with `zstd(1)`, the level
+//!    Petrel's writer uses when the table sets none (`write.parquet.compression-level`).
+//!    DataFusion's own partitioned `COPY … PARTITIONED BY (i_trunc)` (Hive directories over the
+//!    same 100 values) is measured too, for reference. Goals: ≥ 0.8 × the floor unpartitioned,
+//!    ≥ 0.6 × partitioned.
+//! 2. **Against PyIceberg.** The same rows are written to a Parquet file once; each round
+//!    `benches/pyiceberg_append.py` reads it into one Arrow table (not timed) and times
+//!    `table.append(arrow_table)` into a fresh SQL-catalog (SQLite) table on the local
+//!    filesystem, unpartitioned and partitioned the same way. Goal: Petrel ≥ 3 × faster.
+//! 3. **Commit latency.** 200 single-row `INSERT INTO … VALUES (…)` one after the other into one
+//!    table of the local filesystem catalog (then of a SQLite SQL catalog), each timed from
+//!    `SessionContext::sql` to the collected count: parse, plan, load the table, write one data
+//!    file, manifest, manifest list and metadata, swap. Goal: p50 < 20 ms.
+//!
+//! Cases run interleaved (one of each per round) and the summary gives medians and the ratios
+//! of medians, so a noisy, shared machine moves both sides of a ratio. CPU seconds (the
+//! process's user + system time, `/proc/self/stat`; Python's `time.process_time()`) are printed
+//! beside wall time.
+//!
+//! Run: `cargo bench -p petrel-table-provider --bench writes`. Environment:
+//! `PETREL_BENCH_ROWS` (5,000,000), `PETREL_BENCH_ROUNDS` (3), `PETREL_BENCH_INSERTS` (200),
+//! `PETREL_BENCH_PYTHON` (default: the project's `.venv/bin/python`, then the Spark corpus venv
+//! `~/.cache/petrel/corpus-venvs/spark/bin/python`; `none` skips PyIceberg). Scratch files go
+//! to `target/petrel-bench-data/writes-<pid>/` and are removed at the end.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::{Int64Type, Schema, SchemaRef, UInt64Type};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use iceberg::spec::{
+    FormatVersion, NestedField, PartitionSpec, PrimitiveType, SortOrder, TableMetadataBuilder,
+    Transform, Type,
+};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use petrel_table_provider::catalog::Catalog;
+use petrel_table_provider::{
+    FileSystemCatalog, IcebergCatalogProvider, Namespace, SqlCatalog, TableIdent,
+};
+
+mod common;
+use common::{lineitem_batches, lineitem_schema};
+
+/// DataFusion's default batch size: what an `INSERT … SELECT` receives.
+const BATCH_ROWS: i64 = 8_192;
+/// Input partitions of the source table (= the session's target partitions).
+const PARTITIONS: usize = 2;
+/// The partitioned table's transform: 100 partitions over `i` (0..999).
+const TRUNCATE_WIDTH: u32 = 10;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.replace('_', "").parse().ok())
+        .unwrap_or(default)
+}
+
+/// This process's CPU time so far (user + system), from `/proc/self/stat`.
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15 (1-based); `after` starts at field 3.
+    let total = ticks(11) + ticks(12);
+    // USER_HZ is 100 on Linux.
+    Duration::from_millis(total * 10)
+}
+
+/// Wall and CPU time of one run.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    wall: Duration,
+    cpu: Duration,
+}
+
+async fn timed<F: std::future::Future>(f: F) -> (F::Output, Sample) {
+    let (wall, cpu) = (Instant::now(), cpu_time());
+    let out = f.await;
+    let sample = Sample {
+        wall: wall.elapsed(),
+        cpu: cpu_time().saturating_sub(cpu),
+    };
+    (out, sample)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    v[v.len() / 2]
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// The count a DML statement (INSERT, COPY) returns.
+async fn run_count(ctx: &SessionContext, sql: &str) -> u64 {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    batches[0].column(0).as_primitive::<UInt64Type>().value(0)
+}
+
+/// The shape as an Iceberg schema (field ids 1–4 as in the Arrow schema).
+fn iceberg_schema() -> iceberg::spec::Schema {
+    let f = |id, name: &str, ty, required| {
+        let ty = Type::Primitive(ty);
+        Arc::new(if required {
+            NestedField::required(id, name, ty)
+        } else {
+            NestedField::optional(id, name, ty)
+        })
+    };
+    iceberg::spec::Schema::builder()
+        .with_fields(vec![
+            f(1, "id", PrimitiveType::Long, true),
+            f(2, "i", PrimitiveType::Int, false),
+            f(3, "d", PrimitiveType::Double, false),
+            f(4, "s", PrimitiveType::String, false),
+        ])
+        .build()
+        .expect("schema")
+}
+
+/// Creates `db.<name>` in `catalog` (unpartitioned, or by `truncate(10, i)`), with the
+/// default table properties.
+async fn create_table(catalog: &dyn Catalog, name: &str, partitioned: bool) {
+    let schema = iceberg_schema();
+    let mut spec = PartitionSpec::builder(schema.clone());
+    if partitioned {
+        spec = spec
+            .add_partition_field("i", "i_trunc", Transform::Truncate(TRUNCATE_WIDTH))
+            .expect("partition field");
+    }
+    let spec = spec.build().expect("spec");
+    let ident = TableIdent::new(Namespace::from_dotted("db"), name);
+    let location = catalog
+        .default_table_location(&ident)
+        .await
+        .expect("location");
+    let metadata = TableMetadataBuilder::new(
+        schema,
+        spec,
+        SortOrder::unsorted_order(),
+        location,
+        FormatVersion::V2,
+        HashMap::new(),
+    )
+    .expect("builder")
+    .build()
+    .expect("metadata")
+    .metadata;
+    catalog
+        .create_table(&ident, metadata)
+        .await
+        .expect("create table");
+}
+
+/// A session over `catalog` (as `iceberg`) with the source rows as `src`.
+fn session(catalog: Arc<dyn Catalog>, source: Option<Arc<MemTable>>) -> SessionContext {
+    let ctx = SessionContext::new_with_config(
+        SessionConfig::new()
+            .with_target_partitions(PARTITIONS)
+            .with_batch_size(BATCH_ROWS as usize),
+    );
+    ctx.register_catalog("iceberg", Arc::new(IcebergCatalogProvider::new(catalog)));
+    if let Some(source) = source {
+        ctx.register_table("src", source).expect("src");
+    }
+    ctx
+}
+
+/// The Python interpreter for PyIceberg, if any.
+fn python() -> Option<PathBuf> {
+    match std::env::var("PETREL_BENCH_PYTHON") {
+        Ok(v) if v == "none" => return None,
+        Ok(v) => return Some(PathBuf::from(v)),
+        Err(_) => {}
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    [
+        Some(repo.join(".venv/bin/python")),
+        home.map(|h| h.join(".cache/petrel/corpus-venvs/spark/bin/python")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|p| p.exists())
+}
+
+/// One PyIceberg round: (case → sample), or why there is none.
+fn pyiceberg_round(
+    python: &Path,
+    data: &Path,
+    workdir: &Path,
+    rows: usize,
+) -> Result<(HashMap<String, Sample>, String), String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/pyiceberg_append.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .arg(data)
+        .arg(workdir)
+        .arg("1")
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let mut samples = HashMap::new();
+    let mut versions = String::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        assert_eq!(v["rows"].as_u64(), Some(rows as u64), "PyIceberg rows");
+        let secs = |k: &str| Duration::from_secs_f64(v[k][0].as_f64().unwrap_or(f64::NAN));
+        samples.insert(
+            v["case"].as_str().unwrap_or_default().to_string(),
+            Sample {
+                wall: secs("seconds"),
+                cpu: secs("cpu_seconds"),
+            },
+        );
+        versions = format!(
+            "PyIceberg {}, pyarrow {}",
+            v["pyiceberg"].as_str().unwrap_or("?"),
+            v["pyarrow"].as_str().unwrap_or("?")
+        );
+    }
+    Ok((samples, versions))
+}
+
+/// The size of the files under `dir`, recursively.
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
+}
+
+fn count_files(dir: &Path, ext: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => count_files(&e.path(), ext),
+            _ => usize::from(e.file_name().to_string_lossy().ends_with(ext)),
+        })
+        .sum()
+}
+
+const CASES: [&str; 6] = [
+    "DataFusion COPY, Parquet zstd(1) (floor)",
+    "Petrel INSERT, unpartitioned",
+    "DataFusion COPY PARTITIONED BY (100 Hive dirs)",
+    "Petrel INSERT, truncate(10, i): 100 partitions",
+    "PyIceberg append, unpartitioned",
+    "PyIceberg append, truncate(10, i)",
+];
+
+fn main() {
+    let rows = env_usize("PETREL_BENCH_ROWS", 5_000_000);
+    let rounds = env_usize("PETREL_BENCH_ROUNDS", 3).max(1);
+    let inserts = env_usize("PETREL_BENCH_INSERTS", 200).max(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(run(rows, rounds, inserts));
+}
+
+async fn run(rows: usize, rounds: usize, inserts: usize) {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let root = target
+        .join("petrel-bench-data")
+        .join(format!("writes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("scratch dir");
+    let root = std::fs::canonicalize(&root).expect("canonical root");
+
+    let schema = lineitem_schema();
+    let batches = lineitem_batches(&schema, rows as i64, BATCH_ROWS);
+    let arrow_bytes: usize = batches.iter().map(|b| b.get_array_memory_size()).sum();
+    let mut partitions = vec![Vec::new(); PARTITIONS];
+    for (i, b) in batches.iter().enumerate() {
+        partitions[i % PARTITIONS].push(b.clone());
+    }
+    let source = Arc::new(MemTable::try_new(Arc::clone(&schema), partitions).expect("source"));
+
+    // PyIceberg's input: the same rows in one Parquet file (without field ids: PyIceberg
+    // assigns its own when it creates the table from the Arrow schema).
+    let python = python();
+    let data_file = root.join("source.parquet");
+    if python.is_some() {
+        let plain: SchemaRef = Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_metadata(HashMap::new()))
+                .collect::<Vec<_>>(),
+        ));
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .build();
+        let file = std::fs::File::create(&data_file).expect("source parquet");
+        let mut writer =
+            ArrowWriter::try_new(file, Arc::clone(&plain), Some(props)).expect("parquet writer");
+        for b in &batches {
+            let b = RecordBatch::try_new(Arc::clone(&plain), b.columns().to_vec()).expect("batch");
+            writer.write(&b).expect("write");
+        }
+        writer.close().expect("close");
+    }
+    drop(batches);
+
+    let warehouse = root.join("warehouse");
+    std::fs::create_dir_all(&warehouse).expect("warehouse");
+    let fs_catalog: Arc<dyn Catalog> = Arc::new(
+        FileSystemCatalog::new(warehouse.to_str().expect("utf8 path")).expect("fs catalog"),
+    );
+    let db = Namespace::from_dotted("db");
+    fs_catalog
+        .create_namespace(&db, true)
+        .await
+        .expect("namespace");
+    let ctx = session(Arc::clone(&fs_catalog), Some(Arc::clone(&source)));
+
+    println!(
+        "writes: {rows} rows × 4 columns (Int64, Int32, Float64, Utf8), {:.0} MiB in Arrow \
+         memory, batches of {BATCH_ROWS}, {PARTITIONS} input partitions; {rounds} rounds; \
+         {} cores",
+        arrow_bytes as f64 / (1024.0 * 1024.0),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+
+    let mut samples: HashMap<&str, Vec<Sample>> = HashMap::new();
+    let mut sizes: HashMap<&str, (u64, usize)> = HashMap::new();
+    let mut python_note = None;
+    let mut versions = String::new();
+    for round in 0..rounds {
+        // 1. The floor: DataFusion's Parquet writer.
+        let dir = root.join(format!("copy-{round}"));
+        let sql = format!(
+            "COPY (SELECT * FROM src) TO '{}/' STORED AS PARQUET \
+             OPTIONS ('format.compression' 'zstd(1)')",
+            dir.display()
+        );
+        let (n, s) = timed(run_count(&ctx, &sql)).await;
+        assert_eq!(n, rows as u64, "{sql}");
+        samples.entry(CASES[0]).or_default().push(s);
+        sizes.insert(CASES[0], (dir_bytes(&dir), count_files(&dir, ".parquet")));
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // 2. Petrel, unpartitioned.
+        let name = format!("flat_{round}");
+        create_table(fs_catalog.as_ref(), &name, false).await;
+        let sql = format!("INSERT INTO iceberg.db.{name} SELECT * FROM src");
+        let (n, s) = timed(run_count(&ctx, &sql)).await;
+        assert_eq!(n, rows as u64, "{sql}");
+        samples.entry(CASES[1]).or_default().push(s);
+        let table_dir = warehouse.join("db").join(&name);
+        sizes.insert(
+            CASES[1],
+            (
+                dir_bytes(&table_dir.join("data")),
+                count_files(&table_dir.join("data"), ".parquet"),
+            ),
+        );
+        if round == 0 {
+            verify(&ctx, &name, rows).await;
+        }
+        let _ = std::fs::remove_dir_all(&table_dir);
+
+        // 3. DataFusion's partitioned COPY (reference).
+        let dir = root.join(format!("copy-parted-{round}"));
+        let sql = format!(
+            "COPY (SELECT id, i, d, s, i - i % {TRUNCATE_WIDTH} AS i_trunc FROM src) \
+             TO '{}/' STORED AS PARQUET PARTITIONED BY (i_trunc) \
+             OPTIONS ('format.compression' 'zstd(1)')",
+            dir.display()
+        );
+        let (n, s) = timed(run_count(&ctx, &sql)).await;
+        assert_eq!(n, rows as u64, "{sql}");
+        samples.entry(CASES[2]).or_default().push(s);
+        sizes.insert(CASES[2], (dir_bytes(&dir), count_files(&dir, ".parquet")));
+        let _ = std::fs::remove_dir_all(&dir);
+
+        // 4. Petrel, 100 partitions.
+        let name = format!("parted_{round}");
+        create_table(fs_catalog.as_ref(), &name, true).await;
+        let sql = format!("INSERT INTO iceberg.db.{name} SELECT * FROM src");
+        let (n, s) = timed(run_count(&ctx, &sql)).await;
+        assert_eq!(n, rows as u64, "{sql}");
+        samples.entry(CASES[3]).or_default().push(s);
+        let table_dir = warehouse.join("db").join(&name);
+        sizes.insert(
+            CASES[3],
+            (
+                dir_bytes(&table_dir.join("data")),
+                count_files(&table_dir.join("data"), ".parquet"),
+            ),
+        );
+        if round == 0 {
+            verify(&ctx, &name, rows).await;
+        }
+        let _ = std::fs::remove_dir_all(&table_dir);
+
+        // 5. PyIceberg, both cases, in its own process.
+        if let Some(python) = &python {
+            let workdir = root.join(format!("pyiceberg-{round}"));
+            match pyiceberg_round(python, &data_file, &workdir, rows) {
+                Ok((py, v)) => {
+                    versions = v;
+                    for (case, key) in [(CASES[4], "unpartitioned"), (CASES[5], "partitioned")] {
+                        if let Some(s) = py.get(key) {
+                            samples.entry(case).or_default().push(*s);
+                        }
+                    }
+                }
+                Err(e) => python_note = Some(format!("PyIceberg failed: {e}")),
+            }
+            let _ = std::fs::remove_dir_all(&workdir);
+        }
+        eprintln!("writes: round {} of {rounds} done", round + 1);
+    }
+    if python.is_none() {
+        python_note = Some("PyIceberg skipped: no Python found (PETREL_BENCH_PYTHON)".into());
+    }
+    drop(ctx);
+    drop(source);
+
+    // 3. Commit latency of single-row INSERTs.
+    let mut latencies = Vec::new();
+    {
+        let ctx = session(Arc::clone(&fs_catalog), None);
+        create_table(fs_catalog.as_ref(), "small", false).await;
+        latencies.push((
+            "filesystem catalog (Hadoop layout)",
+            insert_latencies(&ctx, inserts).await,
+        ));
+    }
+    {
+        let sql_catalog: Arc<dyn Catalog> = Arc::new(
+            SqlCatalog::open_sqlite(root.join("catalog.db"), "bench")
+                .and_then(|c| c.with_warehouse(root.join("sql").to_str().expect("utf8")))
+                .expect("sql catalog"),
+        );
+        sql_catalog
+            .create_namespace(&db, true)
+            .await
+            .expect("namespace");
+        let ctx = session(Arc::clone(&sql_catalog), None);
+        create_table(sql_catalog.as_ref(), "small", false).await;
+        latencies.push((
+            "SQL catalog (SQLite)",
+            insert_latencies(&ctx, inserts).await,
+        ));
+    }
+
+    // Summary.
+    let med = |case: &str| -> Option<(Duration, Duration)> {
+        let s = samples.get(case)?;
+        Some((
+            median(s.iter().map(|s| s.wall).collect()),
+            median(s.iter().map(|s| s.cpu).collect()),
+        ))
+    };
+    println!();
+    println!("| write {rows} rows | median s | best s | M rows/s | CPU s | MiB on disk | files |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for case in CASES {
+        let Some((wall, cpu)) = med(case) else {
+            continue;
+        };
+        let best = samples[case]
+            .iter()
+            .map(|s| s.wall)
+            .min()
+            .unwrap_or_default();
+        let (bytes, files) =
+            sizes
+                .get(case)
+                .map_or(("—".to_string(), "—".to_string()), |(b, f)| {
+                    (
+                        format!("{:.1}", *b as f64 / (1024.0 * 1024.0)),
+                        f.to_string(),
+                    )
+                });
+        println!(
+            "| {case} | {:.3} | {:.3} | {:.2} | {:.2} | {bytes} | {files} |",
+            wall.as_secs_f64(),
+            best.as_secs_f64(),
+            rows as f64 / wall.as_secs_f64() / 1e6,
+            cpu.as_secs_f64(),
+        );
+    }
+    println!();
+    let ratio = |num: &str, den: &str| -> String {
+        match (med(num), med(den)) {
+            (Some((n, _)), Some((d, _))) => format!("{:.2}", n.as_secs_f64() / d.as_secs_f64()),
+            _ => "—".into(),
+        }
+    };
+    println!("| ratio (of median wall times) | value | goal |");
+    println!("|---|---:|---|");
+    println!(
+        "| Petrel unpartitioned throughput ÷ floor | {} | ≥ 0.8 |",
+        ratio(CASES[0], CASES[1])
+    );
+    println!(
+        "| Petrel 100 partitions throughput ÷ floor | {} | ≥ 0.6 |",
+        ratio(CASES[0], CASES[3])
+    );
+    println!(
+        "| Petrel 100 partitions ÷ DataFusion partitioned COPY | {} | (reference) |",
+        ratio(CASES[2], CASES[3])
+    );
+    println!(
+        "| PyIceberg ÷ Petrel, unpartitioned (speed-up) | {} | ≥ 3 |",
+        ratio(CASES[4], CASES[1])
+    );
+    println!(
+        "| PyIceberg ÷ Petrel, 100 partitions (speed-up) | {} | ≥ 3 |",
+        ratio(CASES[5], CASES[3])
+    );
+    if !versions.is_empty() {
+        println!("\n({versions})");
+    }
+    if let Some(note) = python_note {
+        println!("\n{note}");
+    }
+    println!();
+    println!(
+        "| single-row INSERT, {inserts} in a row | p50 ms | p99 ms | max ms | mean ms | goal |"
+    );
+    println!("|---|---:|---:|---:|---:|---|");
+    for (name, mut l) in latencies {
+        l.sort();
+        let mean = l.iter().sum::<Duration>() / l.len() as u32;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "| {name} | {:.1} | {:.1} | {:.1} | {:.1} | p50 < 20 ms |",
+            ms(percentile(&l, 0.5)),
+            ms(percentile(&l, 0.99)),
+            ms(*l.last().unwrap_or(&Duration::ZERO)),
+            ms(mean)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Checks what an INSERT wrote: the row count and the sum of `id`.
+async fn verify(ctx: &SessionContext, table: &str, rows: usize) {
+    let sql = format!("SELECT count(*), sum(id) FROM iceberg.db.{table}");
+    let batches = match ctx.sql(&sql).await {
+        Ok(df) => df.collect().await,
+        Err(e) => Err(e),
+    }
+    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let count = batches[0].column(0).as_primitive::<Int64Type>().value(0);
+    let sum = batches[0].column(1).as_primitive::<Int64Type>().value(0);
+    let n = rows as i64;
+    assert_eq!((count, sum), (n, n * (n - 1) / 2), "{sql}");
+}
+
+/// `n` single-row INSERTs into `iceberg.db.small` (after 5 not counted), each timed end to
+/// end.
+async fn insert_latencies(ctx: &SessionContext, n: usize) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(n);
+    for k in 0..n + 5 {
+        let sql = format!("INSERT INTO iceberg.db.small VALUES ({k}, 1, 0.5, 'x')");
+        let started = Instant::now();
+        assert_eq!(run_count(ctx, &sql).await, 1);
+        if k >= 5 {
+            out.push(started.elapsed());
+        }
+    }
+    let count = ctx
+        .sql("SELECT count(*) FROM iceberg.db.small")
+        .await
+        .expect("count")
+        .collect()
+        .await
+        .expect("count");
+    assert_eq!(
+        count[0].column(0).as_primitive::<Int64Type>().value(0),
+        (n + 5) as i64
+    );
+    out
+}

@@ -7,17 +7,18 @@
 //! [`check`], which walks it, subqueries included:
 //!
 //! - a query (any plan without a write) is allowed, as before;
-//! - `INSERT INTO t ...` ([`WriteOp::Insert`] with [`InsertOp::Append`]) is allowed when it is
-//!   the statement itself (or what a plain `EXPLAIN` explains), its target resolves to a
-//!   catalog the server serves as an Iceberg catalog, and the target provider in the plan is
-//!   an [`IcebergTableProvider`] — so `information_schema` tables, in-memory tables and
-//!   anything else cannot be written;
+//! - `INSERT INTO t ...` and `INSERT OVERWRITE t ...` ([`WriteOp::Insert`] with
+//!   [`InsertOp::Append`] or [`InsertOp::Overwrite`], a dynamic partition overwrite) are
+//!   allowed when the insert is the statement itself (or what a plain `EXPLAIN` explains), its
+//!   target resolves to a catalog the server serves as an Iceberg catalog, and the target
+//!   provider in the plan is an [`IcebergTableProvider`] — so `information_schema` tables,
+//!   in-memory tables and anything else cannot be written;
 //! - Spark's DDL for Iceberg tables (`CREATE/DROP SCHEMA`, `CREATE [OR …] TABLE`, `DROP
 //!   TABLE`) never reaches this check: the engine plans it itself (`petrel_table_provider::ddl`);
 //! - everything else is refused with a message saying why: `COPY ... TO`, DataFusion's DDL
 //!   (`CREATE EXTERNAL TABLE`, views, functions), `SET` and other statements, `DELETE` and
-//!   `UPDATE` (not supported yet), `INSERT OVERWRITE` / `REPLACE INTO`, a write nested in
-//!   `EXPLAIN ANALYZE` (which would run it);
+//!   `UPDATE` (not supported yet), `REPLACE INTO`, a write nested in `EXPLAIN ANALYZE` (which
+//!   would run it);
 //! - in read-only mode (`--read-only`) every write is refused.
 //!
 //! Reads keep their own guards in the engine: no table factories (so no `CREATE EXTERNAL
@@ -108,26 +109,21 @@ fn check_dml(dml: &DmlStatement, policy: &Policy<'_>) -> Result<StatementKind, S
         .resolve(policy.default_catalog, policy.default_schema);
     let name = target.to_string();
     match &dml.op {
-        WriteOp::Insert(InsertOp::Append) => {}
-        WriteOp::Insert(InsertOp::Overwrite) => {
-            return Err(Status::unimplemented(format!(
-                "INSERT OVERWRITE is not supported yet ({name}); only INSERT INTO appends"
-            )));
-        }
+        WriteOp::Insert(InsertOp::Append | InsertOp::Overwrite) => {}
         WriteOp::Insert(InsertOp::Replace) => {
             return Err(Status::unimplemented(format!(
-                "REPLACE INTO / INSERT OR REPLACE is not supported ({name}); only INSERT INTO \
-                 appends"
+                "REPLACE INTO / INSERT OR REPLACE is not supported ({name}); use INSERT INTO \
+                 or INSERT OVERWRITE"
             )));
         }
         WriteOp::Delete => {
             return Err(Status::unimplemented(format!(
-                "DELETE is not supported yet ({name}); Petrel accepts INSERT INTO only"
+                "DELETE is not supported yet ({name}); Petrel accepts INSERT INTO and INSERT OVERWRITE"
             )));
         }
         WriteOp::Update => {
             return Err(Status::unimplemented(format!(
-                "UPDATE is not supported yet ({name}); Petrel accepts INSERT INTO only"
+                "UPDATE is not supported yet ({name}); Petrel accepts INSERT INTO and INSERT OVERWRITE"
             )));
         }
         WriteOp::Ctas => {

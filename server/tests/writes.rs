@@ -246,9 +246,9 @@ async fn updates_prepared_batches_and_query_path_inserts() {
             "UPDATE is not supported yet",
         ),
         (
-            format!("INSERT OVERWRITE {T} VALUES (1, 'a')"),
+            format!("REPLACE INTO {T} VALUES (1, 'a')"),
             Code::Unimplemented,
-            "OVERWRITE",
+            "REPLACE INTO",
         ),
         (
             "CREATE VIEW v AS SELECT 1".to_string(),
@@ -297,6 +297,20 @@ async fn updates_prepared_batches_and_query_path_inserts() {
     expected.push(row(9, "i"));
     expected.sort();
     assert_eq!(table_rows(&mut client, T).await, expected);
+    // INSERT OVERWRITE of an unpartitioned table replaces every row, in one snapshot.
+    let replaced = client
+        .execute_update(
+            format!("INSERT OVERWRITE {T} VALUES (10, 'j'), (11, NULL)"),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(replaced, 2);
+    assert_eq!(snapshots(warehouse.path(), "t").await, 7);
+    assert_eq!(
+        table_rows(&mut client, T).await,
+        vec![row(10, "j"), (11, None)]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -40,7 +40,7 @@ use iceberg::spec::{NameMapping, Transform};
 
 use crate::catalog::{Catalog, LoadedTable};
 use crate::deletes::{EqualityGroup, FileDeletes, MergeOnRead, key_type};
-use crate::dml::{IcebergCommitExec, IcebergWriteExec};
+use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
 use crate::plan::{DeleteFileRef, DeleteKind, Predicate, ScanPlan, ScanPlanner, ScanRequest};
 use crate::scan::{
@@ -209,11 +209,17 @@ impl TableProvider for IcebergTableProvider {
         if !matches!(self.selector, SnapshotSelector::Current) {
             return refuse("INSERT into a snapshot, tag or branch is not supported yet".into());
         }
-        if insert_op != InsertOp::Append {
-            return refuse(format!(
-                "INSERT {insert_op} is not supported yet (only INSERT INTO)"
-            ));
-        }
+        let mode = match insert_op {
+            InsertOp::Append => WriteMode::Append,
+            InsertOp::Overwrite => WriteMode::OverwritePartitions,
+            InsertOp::Replace => {
+                return refuse(
+                    "REPLACE INTO is not supported: use INSERT OVERWRITE (replaces the \
+                     partitions written) or MERGE INTO"
+                        .into(),
+                );
+            }
+        };
         let metadata = self.table.metadata();
         if metadata.current_schema_id() != self.resolved.schema.schema_id() {
             return refuse(
@@ -241,6 +247,7 @@ impl TableProvider for IcebergTableProvider {
             gathered,
             Arc::clone(catalog),
             self.table.clone(),
+            mode,
             settings,
         )))
     }

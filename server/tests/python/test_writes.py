@@ -101,7 +101,7 @@ def test_refetching_the_ticket_does_not_insert_again(lake):
         ("INSERT INTO lake.information_schema.tables VALUES ('a', 'b', 'c', 'd')", "only tables of"),
         ("DELETE FROM t WHERE id = 1", "DELETE is not supported yet"),
         ("UPDATE t SET name = 'x'", "UPDATE is not supported yet"),
-        ("INSERT OVERWRITE t VALUES (1, 'a')", "INSERT OVERWRITE is not supported yet"),
+        ("REPLACE INTO t VALUES (1, 'a')", "REPLACE INTO"),
     ],
 )
 def test_refused_statements_write_nothing(lake, tmp_path, sql, message):

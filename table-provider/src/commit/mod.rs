@@ -8,15 +8,20 @@
 //!
 //! - [`avro_out`]: the crate's Avro writers into memory, so the bytes go out through
 //!   [`crate::io::TableIo`].
-//! - [`summary`]: snapshot summaries (`added-*`, `total-*`) as Iceberg Java writes them.
-//! - [`append`]: an append snapshot: new data files in new manifests, the parent's manifests
-//!   carried over, the manifest list and the new table metadata (row lineage in format 3).
+//! - [`summary`]: snapshot summaries (`added-*`, `deleted-*`, `total-*`) as Iceberg Java writes
+//!   them.
+//! - [`removal`]: which files a snapshot removes, and the manifests rewritten to remove them.
+//! - [`producer`]: a new snapshot (append or overwrite): new data files in new manifests, the
+//!   parent's manifests carried over or rewritten, the manifest list and the new table metadata
+//!   (row lineage in format 3).
 //! - [`retry`]: the commit loop: atomic swap through the catalog, retried on conflict.
 
-pub mod append;
 pub mod avro_out;
+pub mod producer;
+pub mod removal;
 pub mod retry;
 pub mod summary;
 
-pub use append::{AppendAttempt, AppendProducer};
-pub use retry::{AppendOutcome, RetryPolicy, commit_append};
+pub use producer::{SnapshotAttempt, SnapshotChange, SnapshotProducer};
+pub use removal::Removal;
+pub use retry::{CommitOutcome, RetryPolicy, commit_snapshot};

@@ -11,9 +11,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use iceberg::spec::DataFile;
-
-use super::append::AppendProducer;
+use super::producer::{SnapshotChange, SnapshotProducer};
 use crate::catalog::{Catalog, LoadedTable};
 use crate::error::{Error, Result};
 
@@ -70,9 +68,9 @@ impl RetryPolicy {
     }
 }
 
-/// What an append committed.
+/// What a commit did.
 #[derive(Debug)]
-pub struct AppendOutcome {
+pub struct CommitOutcome {
     /// The table as committed.
     pub table: LoadedTable,
     /// The new snapshot.
@@ -81,14 +79,14 @@ pub struct AppendOutcome {
     pub attempts: u32,
 }
 
-/// Commits `files` (written for `base`'s default spec) as one append snapshot on `main`.
-pub async fn commit_append(
+/// Commits `change` (new files written for `base`'s default spec) as one snapshot on `main`.
+pub async fn commit_snapshot(
     catalog: &dyn Catalog,
     base: LoadedTable,
-    files: Vec<DataFile>,
-) -> Result<AppendOutcome> {
+    change: SnapshotChange,
+) -> Result<CommitOutcome> {
     let policy = RetryPolicy::from_properties(base.metadata().properties());
-    let producer = AppendProducer::new(&base, files).await?;
+    let producer = SnapshotProducer::new(&base, change).await?;
     let started = Instant::now();
     let mut table = base;
     let mut attempt = 0;
@@ -96,10 +94,10 @@ pub async fn commit_append(
         attempt += 1;
         let result: Result<()> = match producer.attempt(&table, attempt).await {
             Ok(built) => {
-                let list = built.manifest_list.clone();
+                let written = built.written;
                 match catalog.commit_table(&table, built.metadata).await {
                     Ok(committed) => {
-                        return Ok(AppendOutcome {
+                        return Ok(CommitOutcome {
                             table: committed,
                             snapshot_id: producer.snapshot_id(),
                             attempts: attempt,
@@ -107,7 +105,9 @@ pub async fn commit_append(
                     }
                     Err(e) => {
                         if !matches!(e, Error::CommitStateUnknown { .. }) {
-                            let _ = table.io().delete(&list).await;
+                            for location in &written {
+                                let _ = table.io().delete(location).await;
+                            }
                         }
                         Err(e)
                     }

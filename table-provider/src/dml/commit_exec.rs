@@ -17,17 +17,45 @@ use iceberg::spec::{DataFile, deserialize_data_file_from_json};
 
 use super::write_exec::DATA_FILE_COLUMN;
 use crate::catalog::{Catalog, LoadedTable};
-use crate::commit::commit_append;
+use crate::commit::{Removal, SnapshotChange, commit_snapshot};
 use crate::error::Error;
 use crate::write::data_file_writer::WriteSettings;
 
-/// Commits the data files its (single-partition) input describes as one append to `main` and
-/// returns the number of rows written as `count`.
+/// What a write does to the rows already in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMode {
+    /// `INSERT INTO`: keeps them.
+    Append,
+    /// `INSERT OVERWRITE`, dynamic as in Spark: replaces the partitions the new rows are in (all
+    /// rows of an unpartitioned table, even when nothing is written).
+    OverwritePartitions,
+}
+
+impl WriteMode {
+    /// The files of `table`'s current snapshot that writing `files` removes.
+    fn removal(self, table: &LoadedTable, files: &[DataFile]) -> Removal {
+        let spec = table.metadata().default_partition_spec();
+        match self {
+            Self::Append => Removal::Nothing,
+            Self::OverwritePartitions if spec.is_unpartitioned() => Removal::Everything,
+            Self::OverwritePartitions => Removal::Partitions(
+                files
+                    .iter()
+                    .map(|f| (spec.spec_id(), f.partition().clone()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// Commits the data files its (single-partition) input describes as one snapshot on `main`
+/// (an append, or an overwrite) and returns the number of rows written as `count`.
 #[derive(Debug)]
 pub struct IcebergCommitExec {
     input: Arc<dyn ExecutionPlan>,
     catalog: Arc<dyn Catalog>,
     table: LoadedTable,
+    mode: WriteMode,
     /// The write below, whose started files a failure deletes.
     write: Arc<WriteSettings>,
     properties: Arc<PlanProperties>,
@@ -39,6 +67,7 @@ impl IcebergCommitExec {
         input: Arc<dyn ExecutionPlan>,
         catalog: Arc<dyn Catalog>,
         table: LoadedTable,
+        mode: WriteMode,
         write: Arc<WriteSettings>,
     ) -> Self {
         let schema = Arc::new(Schema::new(vec![Field::new(
@@ -56,6 +85,7 @@ impl IcebergCommitExec {
             input,
             catalog,
             table,
+            mode,
             write,
             properties,
         }
@@ -64,9 +94,13 @@ impl IcebergCommitExec {
 
 impl DisplayAs for IcebergCommitExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let operation = match self.mode {
+            WriteMode::Append => "append",
+            WriteMode::OverwritePartitions => "overwrite-partitions",
+        };
         write!(
             f,
-            "IcebergCommitExec: table={} operation=append",
+            "IcebergCommitExec: table={} operation={operation}",
             self.table.ident()
         )
     }
@@ -108,6 +142,7 @@ impl ExecutionPlan for IcebergCommitExec {
             input,
             Arc::clone(&self.catalog),
             self.table.clone(),
+            self.mode,
             Arc::clone(&self.write),
         )))
     }
@@ -125,6 +160,7 @@ impl ExecutionPlan for IcebergCommitExec {
         let input = self.input.execute(0, context)?;
         let catalog = Arc::clone(&self.catalog);
         let table = self.table.clone();
+        let mode = self.mode;
         let write = Arc::clone(&self.write);
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
@@ -133,8 +169,15 @@ impl ExecutionPlan for IcebergCommitExec {
                 let batches: Vec<RecordBatch> = input.try_collect().await?;
                 let files = read_data_files(&table, &batches)?;
                 let rows: u64 = files.iter().map(DataFile::record_count).sum();
-                if !files.is_empty() {
-                    commit_append(catalog.as_ref(), table.clone(), files).await?;
+                let removal = mode.removal(&table, &files);
+                let nothing_to_remove =
+                    removal.is_nothing() || table.metadata().current_snapshot().is_none();
+                if !(files.is_empty() && nothing_to_remove) {
+                    let change = SnapshotChange {
+                        added: files,
+                        removal,
+                    };
+                    commit_snapshot(catalog.as_ref(), table.clone(), change).await?;
                 }
                 Ok(rows)
             }

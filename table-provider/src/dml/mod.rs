@@ -14,5 +14,5 @@
 mod commit_exec;
 mod write_exec;
 
-pub use commit_exec::IcebergCommitExec;
+pub use commit_exec::{IcebergCommitExec, WriteMode};
 pub use write_exec::IcebergWriteExec;

@@ -1,51 +1,93 @@
-//! An append snapshot, produced the way Iceberg Java's `MergeAppend`/`FastAppend` produce one.
+//! A new snapshot on `main`, produced the way Iceberg Java's snapshot producers make one: an
+//! append (`FastAppend`) or an overwrite that also removes files (`ReplacePartitions`).
 //!
 //! The new data files go into new manifests once, under a snapshot id chosen once (the
 //! manifests record it). Each commit attempt then builds only what depends on the table as it
-//! is at that attempt: the manifest list (the new manifests first, then every manifest of the
-//! current `main` snapshot, unchanged), the sequence number, the parent, the summary totals and,
-//! in format 3, the row range (`first-row-id` from the table's `next-row-id`; the manifest list
-//! writer assigns each new manifest its first row id). An append needs no validation against
-//! concurrent commits: it only adds files.
+//! is at that attempt: the current `main` snapshot's manifests with the [`Removal`] applied
+//! (manifests listing a removed file rewritten, the others carried unchanged), the manifest
+//! list (the new manifests first), the sequence number, the parent, the summary and, in format
+//! 3, the row range (`first-row-id` from the table's `next-row-id`; the manifest list writer
+//! assigns each new data manifest its first row id).
+//!
+//! Neither operation validates against concurrent commits, as in Java: an append only adds
+//! files, and a partition overwrite re-applies to the table as it is at each attempt (a file
+//! another writer added to a replaced partition meanwhile is replaced too, as Spark's dynamic
+//! overwrite does without an isolation level).
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use iceberg::spec::{
     DataFile, FormatVersion, MAIN_BRANCH, ManifestFile, ManifestList, ManifestListWriter,
-    ManifestWriterBuilder, Operation, Snapshot, Summary, TableMetadata, TableMetadataBuilder,
-    UNASSIGNED_SEQUENCE_NUMBER,
+    ManifestWriterBuilder, Operation, Snapshot, SnapshotRef, Summary, TableMetadata,
+    TableMetadataBuilder, UNASSIGNED_SEQUENCE_NUMBER,
 };
 use uuid::Uuid;
 
 use super::avro_out::{BufferWrite, MemoryOutput};
-use super::summary::{AddedFiles, append_summary};
+use super::removal::{Removal, RemovedFile, filter_manifests};
+use super::summary::{AddedFiles, snapshot_summary};
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 
-/// The manifests of an append, written once, and what each attempt needs to commit them.
+/// What a snapshot changes: the data files it adds (of the table's default partition spec) and
+/// the files it removes.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotChange {
+    /// New data files.
+    pub added: Vec<DataFile>,
+    /// Files of the current snapshot that go.
+    pub removal: Removal,
+}
+
+impl SnapshotChange {
+    /// Adds `files`, removes nothing.
+    pub fn append(files: Vec<DataFile>) -> Self {
+        Self {
+            added: files,
+            removal: Removal::Nothing,
+        }
+    }
+
+    /// The operation recorded in the snapshot summary.
+    pub fn operation(&self) -> Operation {
+        if self.removal.is_nothing() {
+            Operation::Append
+        } else {
+            Operation::Overwrite
+        }
+    }
+}
+
+/// The manifests of a new snapshot, written once, and what each attempt needs to commit them.
 #[derive(Debug)]
-pub struct AppendProducer {
+pub struct SnapshotProducer {
     snapshot_id: i64,
     commit_id: Uuid,
     manifests: Vec<ManifestFile>,
     added: AddedFiles,
+    removal: Removal,
+    operation: Operation,
 }
 
-/// One attempt's result: the table metadata to swap in, and the manifest list it wrote (to
-/// delete if the swap loses a race).
+/// One attempt's result: the table metadata to swap in, and the files it wrote (the manifest
+/// list and rewritten manifests, to delete if the swap loses a race).
 #[derive(Debug)]
-pub struct AppendAttempt {
+pub struct SnapshotAttempt {
     /// The new table metadata.
     pub metadata: TableMetadata,
-    /// The manifest list this attempt wrote.
-    pub manifest_list: String,
+    /// The files this attempt wrote.
+    pub written: Vec<String>,
 }
 
-impl AppendProducer {
-    /// Writes the manifest of `files` (data files of `base`'s default partition spec) for a new
-    /// snapshot of `base`.
-    pub async fn new(base: &LoadedTable, files: Vec<DataFile>) -> Result<Self> {
+impl SnapshotProducer {
+    /// Writes the manifest of `change`'s new files for a new snapshot of `base`.
+    pub async fn new(base: &LoadedTable, change: SnapshotChange) -> Result<Self> {
+        let operation = change.operation();
+        let SnapshotChange {
+            added: files,
+            removal,
+        } = change;
         let metadata = base.metadata();
         let table = base.ident().to_string();
         let unsupported = |message: String| Error::Unsupported {
@@ -60,7 +102,7 @@ impl AppendProducer {
         }
         let snapshot_id = new_snapshot_id(metadata);
         let commit_id = Uuid::new_v4();
-        let added = AddedFiles::of(&files);
+        let added = AddedFiles::of(&files, metadata.default_partition_spec_id());
         let mut manifests = Vec::new();
         if !files.is_empty() {
             let location = format!("{}/metadata/{commit_id}-m0.avro", metadata.location());
@@ -87,22 +129,24 @@ impl AppendProducer {
             commit_id,
             manifests,
             added,
+            removal,
+            operation,
         })
     }
 
-    /// The snapshot id this append commits.
+    /// The snapshot id this producer commits.
     pub fn snapshot_id(&self) -> i64 {
         self.snapshot_id
     }
 
-    /// The manifests written for the new files (deleted if the append is abandoned).
+    /// The manifests written for the new files (deleted if the commit is abandoned).
     pub fn manifest_paths(&self) -> impl Iterator<Item = &str> {
         self.manifests.iter().map(|m| m.manifest_path.as_str())
     }
 
     /// Builds the new metadata for committing on top of `base` (the table as loaded for this
     /// attempt, number `attempt`).
-    pub async fn attempt(&self, base: &LoadedTable, attempt: u32) -> Result<AppendAttempt> {
+    pub async fn attempt(&self, base: &LoadedTable, attempt: u32) -> Result<SnapshotAttempt> {
         let metadata = base.metadata();
         if metadata.snapshot_by_id(self.snapshot_id).is_some() {
             return Err(Error::InvalidArgument(format!(
@@ -112,8 +156,6 @@ impl AppendProducer {
             )));
         }
         let parent = metadata.snapshot_for_ref(MAIN_BRANCH);
-        let parent_id = parent.map(|p| p.snapshot_id());
-        let sequence_number = metadata.next_sequence_number();
         let mut carried = Vec::new();
         if let Some(parent) = parent {
             let bytes = base.io().read(parent.manifest_list()).await?;
@@ -128,6 +170,37 @@ impl AppendProducer {
                 })?;
             carried = list.entries().to_vec();
         }
+        let filtered = filter_manifests(base, carried, &self.removal, self.snapshot_id).await?;
+        match self
+            .finish(base, parent, filtered.manifests, &filtered.removed, attempt)
+            .await
+        {
+            Ok((metadata, list)) => {
+                let mut written = filtered.written;
+                written.push(list);
+                Ok(SnapshotAttempt { metadata, written })
+            }
+            Err(e) => {
+                for location in &filtered.written {
+                    let _ = base.io().delete(location).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the manifest list over `carried` and builds the new metadata.
+    async fn finish(
+        &self,
+        base: &LoadedTable,
+        parent: Option<&SnapshotRef>,
+        carried: Vec<ManifestFile>,
+        removed: &[RemovedFile],
+        attempt: u32,
+    ) -> Result<(TableMetadata, String)> {
+        let metadata = base.metadata();
+        let parent_id = parent.map(|p| p.snapshot_id());
+        let sequence_number = metadata.next_sequence_number();
 
         let manifest_list = format!(
             "{}/metadata/snap-{}-{attempt}-{}.avro",
@@ -160,8 +233,12 @@ impl AppendProducer {
         base.io().create(&manifest_list, buffer.bytes()).await?;
 
         let summary = Summary {
-            operation: Operation::Append,
-            additional_properties: append_summary(&self.added, parent.map(|p| p.as_ref())),
+            operation: self.operation.clone(),
+            additional_properties: snapshot_summary(
+                &self.added,
+                removed,
+                parent.map(|p| p.as_ref()),
+            ),
         };
         let timestamp_ms = now_ms().max(metadata.last_updated_ms());
         let builder = Snapshot::builder()
@@ -185,10 +262,7 @@ impl AppendProducer {
         .set_branch_snapshot(snapshot, MAIN_BRANCH)?
         .build()?
         .metadata;
-        Ok(AppendAttempt {
-            metadata,
-            manifest_list,
-        })
+        Ok((metadata, manifest_list))
     }
 }
 

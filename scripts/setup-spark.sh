@@ -6,11 +6,16 @@
 #      sudo); a python3 without the venv module -> apt-get install python3-venv;
 #   2. the two virtualenvs and the relocated Jackson jar, made by scripts/corpus/make_corpus.py
 #      --setup-only (its ensure_venvs + shaded_jackson_jar), in
-#      ${PETREL_CACHE:-$HOME/.cache/petrel}/corpus-venvs, the generators' default --venvs.
+#      ${PETREL_CACHE:-$HOME/.cache/petrel}/corpus-venvs, the generators' default --venvs;
+#   3. DuckDB and its iceberg, avro and parquet extensions (PyPI wheels, same version; the tests
+#      LOAD them from the wheels, nothing is downloaded at run time) in the spark/ virtualenv:
+#      table-provider/tests/spark/read_back.py reads Petrel's tables with DuckDB's iceberg_scan
+#      too.
 #
 # Idempotent and non-interactive. A stamp file (<venvs>/.petrel-setup-spark.sha256: the SHA-256 of
-# make_corpus.py, which pins every package) records a finished setup; when it matches and the
-# pieces are still there, the script only says so (well under a second).
+# make_corpus.py, which pins every package, and of the DuckDB pins below) records a finished
+# setup; when it matches and the pieces are still there, the script only says so (well under a
+# second).
 #
 #   scripts/setup-spark.sh
 #   PETREL_CACHE=/some/cache scripts/setup-spark.sh
@@ -59,7 +64,16 @@ if [[ -z "$py" ]]; then
   py="$(command -v python3)"
 fi
 
-want="$(sha256sum "$gen" | cut -d' ' -f1)"
+# DuckDB's wheels: the extension packages must be the version of duckdb itself.
+duckdb_version=1.5.5
+duckdb_reqs=("duckdb==$duckdb_version" "duckdb-extension-iceberg==$duckdb_version"
+             "duckdb-extension-avro==$duckdb_version" "duckdb-extension-parquet==$duckdb_version")
+
+want="$( { sha256sum "$gen" | cut -d' ' -f1; printf '%s\n' "${duckdb_reqs[@]}"; } | sha256sum | cut -d' ' -f1)"
+# One setup at a time: test processes that start together (nextest) all call this script.
+mkdir -p "$venvs"
+exec 9>"$venvs/.petrel-setup-spark.lock"
+flock 9
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -f "$jar" \
       && -x "$venvs/spark/bin/python" && -x "$venvs/sq/bin/python" ]] \
    && "$venvs/spark/bin/python" -c '' 2>/dev/null; then
@@ -78,9 +92,12 @@ mkdir -p "$venvs"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore
 start=$SECONDS
 "$py" "$gen" --setup-only --venvs "$venvs"
+say "pip install ${duckdb_reqs[*]} into $venvs/spark"
+"$venvs/spark/bin/python" -m pip install --quiet "${duckdb_reqs[@]}"
 "$venvs/spark/bin/python" - <<'PY'
 import importlib.metadata as m
-for p in ("pyspark", "snowpark-connect-deps-iceberg", "pyiceberg", "pyiceberg-core", "pyarrow", "sqlalchemy"):
+for p in ("pyspark", "snowpark-connect-deps-iceberg", "pyiceberg", "pyiceberg-core", "pyarrow", "sqlalchemy",
+          "duckdb", "duckdb-extension-iceberg", "duckdb-extension-avro", "duckdb-extension-parquet"):
     print(f"setup-spark:   spark/ {p}=={m.version(p)}")
 PY
 "$venvs/sq/bin/python" -c 'import importlib.metadata as m; print("setup-spark:   sq/ sidequery-pyiceberg==" + m.version("sidequery-pyiceberg"))'

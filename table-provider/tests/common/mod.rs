@@ -534,9 +534,22 @@ pub async fn check_corpus(ctx: &SessionContext, dir: &std::path::Path) -> (usize
     (compared, merged)
 }
 
-/// What Spark 3.5 + Iceberg 1.10 and PyIceberg read from tables of a Hadoop-layout warehouse
-/// (`tests/spark/read_back.py`, run in the Spark virtualenv of `scripts/setup-spark.sh`).
+/// What Spark 3.5 + Iceberg 1.10, PyIceberg and DuckDB read from tables of a Hadoop-layout
+/// warehouse (`tests/spark/read_back.py`, run in the Spark virtualenv of
+/// `scripts/setup-spark.sh`), Spark's and DuckDB's rows at every snapshot included.
 pub fn read_back(warehouse: &std::path::Path, tables: &[&str]) -> Value {
+    read_back_with(warehouse, tables, &[], true)
+}
+
+/// [`read_back`], with `spark_sql` statements run by Spark first (in order: Spark writing to
+/// the warehouse's tables) and, unless `versions`, without time travel to every snapshot. A
+/// table may be `name=/path/vN.metadata.json`: a table of another catalog, read from that file.
+pub fn read_back_with(
+    warehouse: &std::path::Path,
+    tables: &[&str],
+    spark_sql: &[&str],
+    versions: bool,
+) -> Value {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let setup = std::process::Command::new("bash")
         .arg(repo.join("scripts/setup-spark.sh"))
@@ -553,8 +566,15 @@ pub fn read_back(warehouse: &std::path::Path, tables: &[&str]) -> Value {
             std::path::Path::new(&std::env::var_os("HOME").expect("HOME")).join(".cache/petrel")
         });
     let python = cache.join("corpus-venvs/spark/bin/python");
-    let output = std::process::Command::new(python)
-        .arg(repo.join("table-provider/tests/spark/read_back.py"))
+    let mut command = std::process::Command::new(python);
+    command.arg(repo.join("table-provider/tests/spark/read_back.py"));
+    for statement in spark_sql {
+        command.arg("--sql").arg(statement);
+    }
+    if !versions {
+        command.arg("--no-versions");
+    }
+    let output = command
         .arg(warehouse)
         .args(tables)
         .env("TZ", "UTC")
@@ -574,6 +594,46 @@ pub fn read_back(warehouse: &std::path::Path, tables: &[&str]) -> Value {
         String::from_utf8_lossy(&output.stderr)
     );
     serde_json::from_slice(&output.stdout).expect("read_back json")
+}
+
+/// The rows of a `{columns, rows}` result of `read_back` (Spark's or DuckDB's) projected onto
+/// `columns`, each as a JSON array text, sorted: comparable with the texts of a model's rows.
+pub fn result_rows(result: &Value, columns: &[&str]) -> Vec<String> {
+    let names: Vec<&str> = result["columns"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a result with columns: {result}"))
+        .iter()
+        .map(|c| c.as_str().expect("column name"))
+        .collect();
+    let index: Vec<usize> = columns
+        .iter()
+        .map(|c| {
+            names
+                .iter()
+                .position(|n| n == c)
+                .unwrap_or_else(|| panic!("no column {c} in {names:?}"))
+        })
+        .collect();
+    let mut rows: Vec<String> = result["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| Value::Array(index.iter().map(|&i| r[i].clone()).collect()).to_string())
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// DuckDB's rows of a table `read_back` read (its `iceberg_scan`), projected as
+/// [`result_rows`]; fails naming DuckDB's error if it could not read the table.
+pub fn duckdb_rows(seen: &Value, columns: &[&str]) -> Vec<String> {
+    assert!(
+        seen["duckdb_error"].is_null(),
+        "DuckDB could not read {}: {}",
+        seen["metadata"],
+        seen["duckdb_error"]
+    );
+    result_rows(&seen["duckdb"], columns)
 }
 
 /// A filesystem warehouse in `dir` (`dir/warehouse`) with namespace `db`, as catalog and path.

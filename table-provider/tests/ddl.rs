@@ -1,6 +1,6 @@
 //! Spark's DDL through `ddl::parse_ddl` / `ddl::execute_ddl` on both catalogs: schemas, tables
 //! with every column kind, `PRIMARY KEY`, `PARTITIONED BY` transforms and `TBLPROPERTIES`,
-//! `CREATE TABLE … AS SELECT`, drops — and Spark reading what was created.
+//! `CREATE TABLE … AS SELECT`, drops — and Spark, PyIceberg and DuckDB reading what was created.
 
 mod common;
 
@@ -210,7 +210,7 @@ async fn create_insert_ctas_and_drop_on_both_catalogs() {
     }
 }
 
-/// A table created by DDL, filled by INSERT, read by Spark and PyIceberg.
+/// A table created by DDL, filled by INSERT, read by Spark, PyIceberg and DuckDB.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spark_reads_a_ddl_table() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -239,19 +239,31 @@ async fn spark_reads_a_ddl_table() {
     let seen = common::read_back(&warehouse, &["events"]);
     let events = &seen["events"];
     assert_eq!(events["metric_mismatches"], serde_json::json!([]));
-    assert_eq!(
-        events["spark"]["rows"],
-        serde_json::json!([
-            [
-                1,
-                "2024-01-31",
-                0.5,
-                "a label longer than sixteen characters"
-            ],
-            [2, "2024-02-01", "NaN", null],
-            [3, null, null, "n"]
-        ])
-    );
+    let model = serde_json::json!([
+        [
+            1,
+            "2024-01-31",
+            0.5,
+            "a label longer than sixteen characters"
+        ],
+        [2, "2024-02-01", "NaN", null],
+        [3, null, null, "n"]
+    ]);
+    assert_eq!(events["spark"]["rows"], model);
+    // DuckDB reads the same rows, and the same at the one snapshot, as Spark does.
+    let columns = ["id", "d", "f", "label"];
+    let mut want: Vec<String> = model
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    want.sort();
+    assert_eq!(common::duckdb_rows(events, &columns), want);
+    let versions = events["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 1, "one INSERT, one snapshot");
+    assert_eq!(common::result_rows(&versions[0]["spark"], &columns), want);
+    assert_eq!(common::result_rows(&versions[0]["duckdb"], &columns), want);
     assert_eq!(events["pyiceberg"].as_array().map(Vec::len), Some(3));
     let mut partitions: Vec<String> = events["files"]
         .as_array()

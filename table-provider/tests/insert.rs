@@ -1,15 +1,20 @@
 //! `INSERT INTO` through DataFusion: tables created through Petrel's catalogs, rows written by
 //! Petrel's writers (partitioned fan-out, rolling files, exact metrics) and committed as Iceberg
-//! snapshots — then read back by Petrel, by PyIceberg and by Spark 3.5 + Iceberg 1.10
-//! (`tests/spark/read_back.py`), compared with the rows the statements inserted.
+//! snapshots — then read back by Petrel, by PyIceberg, by Spark 3.5 + Iceberg 1.10 and by DuckDB's
+//! iceberg extension (`tests/spark/read_back.py`), compared with the rows the statements inserted:
+//! at every snapshot (time travel), with Spark's `manifests`, `partitions` and `entries` against a
+//! model of the partition tuples; and Spark appending to a Petrel table, Petrel on top again.
 
 mod common;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{query, read_back, rows_json, session, single_i64, warehouse_with_db};
+use common::{
+    duckdb_rows, query, read_back, read_back_with, result_rows, rows_json, session, single_i64,
+    warehouse_with_db,
+};
 use datafusion::prelude::SessionContext;
 use iceberg::spec::{
     FormatVersion, NestedField, PartitionSpec, PrimitiveType, Schema, SortOrder,
@@ -112,22 +117,41 @@ async fn rows(ctx: &SessionContext, sql: &str, types: &[&str]) -> Vec<String> {
 
 const PARTED: &str = "iceberg.db.parted";
 
-/// The statements of the scenario, run through `ctx`; returns the expected (id, s, n) rows.
-async fn insert_scenario(ctx: &SessionContext) -> Vec<(i64, Option<String>, i64)> {
+/// One inserted row of the scenario: id, s, ts (ISO, as every reader prints a `timestamp`), n.
+type Row = (i64, Option<String>, String, i64);
+
+/// The JSON array text of a model row: `[id, s, ts, n]`, or `[id, s, n]` without `ts`.
+fn row_text((id, s, ts, n): &Row, with_ts: bool) -> String {
+    if with_ts {
+        serde_json::json!([id, s, ts, n]).to_string()
+    } else {
+        serde_json::json!([id, s, n]).to_string()
+    }
+}
+
+/// The sorted texts of model rows.
+fn texts(rows: &[Row], with_ts: bool) -> Vec<String> {
+    let mut out: Vec<String> = rows.iter().map(|r| row_text(r, with_ts)).collect();
+    out.sort();
+    out
+}
+
+/// The statements of the scenario, run through `ctx`; returns the expected rows, in the order
+/// inserted, and how many of them each statement had added once it committed.
+async fn insert_scenario(ctx: &SessionContext) -> (Vec<Row>, Vec<usize>) {
     let mut model = Vec::new();
+    let mut after = Vec::new();
     let specials = ["a/b=c d%", "日本", "x+y", "plain", "q?x#1"];
     let mut values = Vec::new();
     for i in 0..40i64 {
         let s = (i % 6 != 5).then(|| specials[(i % 6) as usize % specials.len()].to_string());
+        let ts = format!("2024-0{}-1{} 0{}:00:00", 1 + i % 3, i % 10, i % 10);
         values.push(format!(
-            "({i}, {}, TIMESTAMP '2024-0{}-1{} 0{}:00:00', {})",
+            "({i}, {}, TIMESTAMP '{ts}', {})",
             s.as_ref().map_or("NULL".into(), |s| format!("'{s}'")),
-            1 + i % 3,
-            i % 10,
-            i % 10,
             i * 7
         ));
-        model.push((i, s, i * 7));
+        model.push((i, s, ts.replace(' ', "T"), i * 7));
     }
     let n = run(
         ctx,
@@ -135,6 +159,7 @@ async fn insert_scenario(ctx: &SessionContext) -> Vec<(i64, Option<String>, i64)
     )
     .await;
     assert_eq!(n, 40);
+    after.push(model.len());
     // From the same table: every row again with new ids.
     let n = run(
         ctx,
@@ -144,9 +169,10 @@ async fn insert_scenario(ctx: &SessionContext) -> Vec<(i64, Option<String>, i64)
     assert_eq!(n, 40);
     let copies: Vec<_> = model
         .iter()
-        .map(|(i, s, n)| (i + 1000, s.clone(), *n))
+        .map(|(i, s, ts, n)| (i + 1000, s.clone(), ts.clone(), *n))
         .collect();
     model.extend(copies);
+    after.push(model.len());
     // Many rows: files roll at the table's small target size.
     let n = run(
         ctx,
@@ -157,8 +183,16 @@ async fn insert_scenario(ctx: &SessionContext) -> Vec<(i64, Option<String>, i64)
     )
     .await;
     assert_eq!(n, 20000);
-    model.extend((1..=20000).map(|v| (v + 5000, Some("plain".to_string()), v)));
-    model
+    model.extend((1..=20000).map(|v| {
+        (
+            v + 5000,
+            Some("plain".to_string()),
+            "2024-02-02T02:00:00".to_string(),
+            v,
+        )
+    }));
+    after.push(model.len());
+    (model, after)
 }
 
 fn parted_fields() -> Vec<Arc<NestedField>> {
@@ -170,7 +204,9 @@ fn parted_fields() -> Vec<Arc<NestedField>> {
     ]
 }
 
-async fn check_scenario(ctx: &SessionContext, model: &[(i64, Option<String>, i64)]) -> Vec<String> {
+/// Petrel's rows of the scenario's table, checked against the model; returns them as
+/// `[id, s, ts, n]` texts.
+async fn check_scenario(ctx: &SessionContext, model: &[Row]) -> Vec<String> {
     let count = single_i64(
         &query(ctx, &format!("SELECT count(*) FROM {PARTED}"))
             .await
@@ -179,27 +215,157 @@ async fn check_scenario(ctx: &SessionContext, model: &[(i64, Option<String>, i64
     assert_eq!(count as usize, model.len());
     let got = rows(
         ctx,
-        &format!("SELECT id, s, n FROM {PARTED}"),
-        &["bigint", "string", "bigint"],
+        &format!("SELECT id, s, ts, n FROM {PARTED}"),
+        &["bigint", "string", "timestamp_ntz", "bigint"],
     )
     .await;
-    let mut want: Vec<String> = model
-        .iter()
-        .map(|(i, s, n)| serde_json::json!([i, s, n]).to_string())
-        .collect();
-    want.sort();
-    assert_eq!(got, want, "Petrel reads back what it inserted");
+    assert_eq!(
+        got,
+        texts(model, true),
+        "Petrel reads back what it inserted"
+    );
     // Partition pruning works on what Petrel wrote.
     let sql = format!("SELECT count(*) FROM {PARTED} WHERE s = 'a/b=c d%'");
     let expected = model
         .iter()
-        .filter(|(_, s, _)| s.as_deref() == Some("a/b=c d%"))
+        .filter(|(_, s, _, _)| s.as_deref() == Some("a/b=c d%"))
         .count();
     assert_eq!(
         single_i64(&query(ctx, &sql).await.expect("q")) as usize,
         expected
     );
     got
+}
+
+/// MurmurHash3 (x86, 32 bits, seed 0), the hash of Iceberg's bucket transform.
+fn murmur3_32(data: &[u8]) -> u32 {
+    let (c1, c2) = (0xcc9e_2d51_u32, 0x1b87_3593_u32);
+    let mut h = 0u32;
+    let chunks = data.chunks_exact(4);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        let k = u32::from_le_bytes(chunk.try_into().expect("4 bytes"));
+        h ^= k.wrapping_mul(c1).rotate_left(15).wrapping_mul(c2);
+        h = h.rotate_left(13).wrapping_mul(5).wrapping_add(0xe654_6b64);
+    }
+    if !tail.is_empty() {
+        let k = tail
+            .iter()
+            .enumerate()
+            .fold(0u32, |k, (i, b)| k ^ (u32::from(*b) << (8 * i)));
+        h ^= k.wrapping_mul(c1).rotate_left(15).wrapping_mul(c2);
+    }
+    h ^= data.len() as u32;
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^ (h >> 16)
+}
+
+/// Iceberg's `bucket[n]` of a long (the spec: murmur3 of the 8 little-endian bytes).
+fn bucket_long(v: i64, n: i32) -> i32 {
+    (murmur3_32(&v.to_le_bytes()) as i32 & i32::MAX) % n
+}
+
+/// The partition tuple of a scenario row under `(s, bucket[4](id), day(ts), truncate[100](n))`,
+/// as Spark's metadata tables print it.
+fn partition_of((id, s, ts, n): &Row) -> Value {
+    serde_json::json!({
+        "s": s,
+        "id_bucket": bucket_long(*id, 4),
+        "ts_day": &ts[..10],
+        "n_trunc": n - n.rem_euclid(100),
+    })
+}
+
+/// The partition summaries a manifest of `rows` must carry (Spark's `manifests` table prints the
+/// bounds as the transforms' human strings).
+fn partition_summaries(rows: &[Row]) -> Value {
+    let tuples: Vec<Value> = rows.iter().map(partition_of).collect();
+    let summary = |key: &str, numeric: bool| {
+        let values: Vec<&Value> = tuples.iter().map(|t| &t[key]).collect();
+        let present: Vec<&Value> = values.iter().copied().filter(|v| !v.is_null()).collect();
+        let text = |v: &Value| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let (lower, upper) = if numeric {
+            let nums: Vec<i64> = present.iter().map(|v| v.as_i64().expect("int")).collect();
+            (
+                nums.iter().min().map(|v| v.to_string()),
+                nums.iter().max().map(|v| v.to_string()),
+            )
+        } else {
+            let strs: Vec<String> = present.iter().map(|v| text(v)).collect();
+            (strs.iter().min().cloned(), strs.iter().max().cloned())
+        };
+        serde_json::json!({
+            "contains_null": present.len() < values.len(),
+            "contains_nan": false,
+            "lower_bound": lower,
+            "upper_bound": upper,
+        })
+    };
+    serde_json::json!([
+        summary("s", false),
+        summary("id_bucket", true),
+        summary("ts_day", false),
+        summary("n_trunc", true)
+    ])
+}
+
+#[test]
+fn bucket_model_matches_the_spec() {
+    // The Iceberg spec's reference values (Appendix B): hash(34L) = 2017239379.
+    assert_eq!(murmur3_32(&34i64.to_le_bytes()), 2_017_239_379);
+    assert_eq!(murmur3_32("iceberg".as_bytes()), 1_210_000_089);
+}
+
+/// The ids of a table's snapshots in commit order, as Petrel's catalog has them.
+async fn snapshot_ids(catalog: &dyn Catalog, name: &str) -> Vec<i64> {
+    let table = catalog
+        .load_table(&TableIdent::new(Namespace::new(vec!["db".into()]), name))
+        .await
+        .expect("load");
+    let mut snapshots: Vec<(i64, i64)> = table
+        .metadata()
+        .snapshots()
+        .map(|s| (s.sequence_number(), s.snapshot_id()))
+        .collect();
+    snapshots.sort();
+    snapshots.into_iter().map(|(_, id)| id).collect()
+}
+
+/// Spark's and DuckDB's rows of `seen` (a table `read_back` read) at each of `snapshots`, in
+/// order, equal `model`'s first `after[k]` rows; columns `[id, s, ts, n]`.
+fn assert_versions(what: &str, seen: &Value, snapshots: &[i64], model: &[Row], after: &[usize]) {
+    let versions = seen["versions"].as_array().expect("versions");
+    let ids: Vec<i64> = versions
+        .iter()
+        .map(|v| v["snapshot_id"].as_i64().expect("id"))
+        .collect();
+    assert_eq!(
+        ids, snapshots,
+        "{what}: Spark lists the snapshots Petrel made"
+    );
+    for (k, v) in versions.iter().enumerate() {
+        let want = texts(&model[..after[k]], true);
+        let columns = ["id", "s", "ts", "n"];
+        assert_eq!(
+            result_rows(&v["spark"], &columns),
+            want,
+            "{what}: Spark VERSION AS OF {}",
+            ids[k]
+        );
+        assert!(v["duckdb_error"].is_null(), "{what}: {}", v["duckdb_error"]);
+        assert_eq!(
+            result_rows(&v["duckdb"], &columns),
+            want,
+            "{what}: DuckDB snapshot_from_id => {}",
+            ids[k]
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,7 +396,7 @@ async fn inserts_commit_snapshots_that_petrel_pyiceberg_and_spark_read() {
     )
     .await;
     let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
-    let model = insert_scenario(&ctx).await;
+    let (model, after) = insert_scenario(&ctx).await;
     let petrel_rows = check_scenario(&ctx, &model).await;
     // Format 3: two appends into a table with row lineage.
     for _ in 0..2 {
@@ -241,6 +407,9 @@ async fn inserts_commit_snapshots_that_petrel_pyiceberg_and_spark_read() {
         .await;
         assert_eq!(n, 40);
     }
+    let lineage_model: Vec<Row> = model[..40].iter().chain(&model[..40]).cloned().collect();
+    let parted_snapshots = snapshot_ids(catalog.as_ref(), "parted").await;
+    let lineage_snapshots = snapshot_ids(catalog.as_ref(), "lineage").await;
 
     let seen = read_back(&warehouse, &["parted", "lineage"]);
     let lineage = &seen["lineage"];
@@ -249,6 +418,24 @@ async fn inserts_commit_snapshots_that_petrel_pyiceberg_and_spark_read() {
         lineage["row_lineage"],
         serde_json::json!({"rows": 80, "row_ids": 80, "distinct": 80, "min": 0, "max": 79}),
         "Spark reads a distinct _row_id for every row"
+    );
+    let columns = ["id", "s", "ts", "n"];
+    assert_eq!(
+        result_rows(&lineage["spark"], &columns),
+        texts(&lineage_model, true),
+        "Spark reads the format-3 table's rows"
+    );
+    assert_eq!(
+        duckdb_rows(lineage, &columns),
+        texts(&lineage_model, true),
+        "DuckDB reads the format-3 table's rows"
+    );
+    assert_versions(
+        "lineage",
+        lineage,
+        &lineage_snapshots,
+        &lineage_model,
+        &[40, 80],
     );
     let parted = &seen["parted"];
     assert_eq!(
@@ -275,25 +462,24 @@ async fn inserts_commit_snapshots_that_petrel_pyiceberg_and_spark_read() {
         "rolled and fanned out: {} files",
         files.len()
     );
-    // Row for row, Spark and PyIceberg read what Petrel reads (and what was inserted).
-    let project = |row: &Value, keys: [&str; 3]| -> String {
-        Value::Array(keys.iter().map(|k| row[*k].clone()).collect()).to_string()
-    };
-    let mut spark_rows: Vec<String> = parted["spark"]["rows"]
-        .as_array()
-        .expect("spark rows")
-        .iter()
-        .map(|r| Value::Array(vec![r[0].clone(), r[1].clone(), r[3].clone()]).to_string())
-        .collect();
-    spark_rows.sort();
-    assert_eq!(spark_rows, petrel_rows, "Spark reads Petrel's rows");
+    // Row for row, Spark, DuckDB and PyIceberg read what Petrel reads (and what was inserted).
+    assert_eq!(
+        result_rows(&parted["spark"], &columns),
+        petrel_rows,
+        "Spark reads Petrel's rows"
+    );
+    assert_eq!(
+        duckdb_rows(parted, &columns),
+        petrel_rows,
+        "DuckDB reads Petrel's rows"
+    );
     let mut pyiceberg_rows: Vec<String> = parted["pyiceberg"]
         .as_array()
         .expect("pyiceberg rows")
         .iter()
         .map(|r| {
             let row: Value = serde_json::from_str(r.as_str().expect("row text")).expect("row json");
-            project(&row, ["id", "s", "n"])
+            Value::Array(columns.iter().map(|k| row[*k].clone()).collect()).to_string()
         })
         .collect();
     pyiceberg_rows.sort();
@@ -310,6 +496,241 @@ async fn inserts_commit_snapshots_that_petrel_pyiceberg_and_spark_read() {
             .is_some_and(|p| p.contains("/s=a%2Fb%3Dc+d%25/"))),
         "its directory is encoded as Iceberg Java encodes it"
     );
+
+    // Time travel: each snapshot Petrel made holds the rows inserted up to its statement.
+    assert_versions("parted", parted, &parted_snapshots, &model, &after);
+
+    // Spark's `manifests`: one manifest per append (earlier ones carried over, not rewritten),
+    // counting the files its entries add, with the partition summaries of its statement's rows.
+    let manifests = parted["manifests"].as_array().expect("manifests");
+    assert_eq!(manifests.len(), 3, "{manifests:?}");
+    let entries = parted["entries"].as_array().expect("entries");
+    let mut start = 0;
+    for (k, id) in parted_snapshots.iter().enumerate() {
+        let statement = &model[start..after[k]];
+        start = after[k];
+        let manifest = manifests
+            .iter()
+            .find(|m| m["added_snapshot_id"].as_i64() == Some(*id))
+            .unwrap_or_else(|| panic!("no manifest added by snapshot {id}: {manifests:?}"));
+        assert_eq!(manifest["content"], 0, "a data manifest");
+        let added = entries
+            .iter()
+            .find(|e| e["snapshot_id"].as_i64() == Some(*id) && e["status"] == 1)
+            .and_then(|e| e["count"].as_u64())
+            .expect("entries added by the snapshot");
+        assert_eq!(
+            manifest["added_data_files_count"].as_u64(),
+            Some(added),
+            "snapshot {id}: the manifest list counts the manifest's entries"
+        );
+        let partitions: BTreeSet<String> = statement
+            .iter()
+            .map(|r| partition_of(r).to_string())
+            .collect();
+        assert!(
+            added as usize >= partitions.len(),
+            "snapshot {id}: {added} files for {} partitions",
+            partitions.len()
+        );
+        assert_eq!(manifest["existing_data_files_count"], 0, "snapshot {id}");
+        assert_eq!(manifest["deleted_data_files_count"], 0, "snapshot {id}");
+        assert_eq!(
+            manifest["partition_summaries"],
+            partition_summaries(statement),
+            "snapshot {id}: partition summaries"
+        );
+    }
+    assert_eq!(
+        entries
+            .iter()
+            .map(|e| e["count"].as_u64().expect("count"))
+            .sum::<u64>(),
+        files.len() as u64,
+        "every entry is a live data file: {entries:?}"
+    );
+
+    // Spark's `partitions`: every partition tuple of the model with its row count; as many
+    // files as Spark's `files` lists there, at least one per statement that wrote to it.
+    let mut expected: BTreeMap<String, (u64, BTreeSet<usize>)> = BTreeMap::new();
+    let mut k = 0;
+    for (i, row) in model.iter().enumerate() {
+        while i >= after[k] {
+            k += 1;
+        }
+        let entry = expected.entry(partition_of(row).to_string()).or_default();
+        entry.0 += 1;
+        entry.1.insert(k);
+    }
+    let partitions = parted["partitions"].as_array().expect("partitions");
+    let listed: BTreeSet<String> = partitions
+        .iter()
+        .map(|p| p["partition"].to_string())
+        .collect();
+    assert_eq!(
+        listed,
+        expected.keys().cloned().collect::<BTreeSet<_>>(),
+        "Spark's partitions are the model's"
+    );
+    for p in partitions {
+        let key = p["partition"].to_string();
+        let (records, statements) = &expected[&key];
+        assert_eq!(p["record_count"].as_u64(), Some(*records), "{key}");
+        let file_count = p["file_count"].as_u64().expect("file_count");
+        let in_files = files
+            .iter()
+            .filter(|f| f["partition"] == p["partition"])
+            .count() as u64;
+        assert_eq!(file_count, in_files, "{key}: partitions and files agree");
+        assert!(
+            file_count >= statements.len() as u64,
+            "{key}: {file_count} files, written by {} statements",
+            statements.len()
+        );
+    }
+}
+
+/// Petrel creates and fills a partitioned table, Spark appends to it (`INSERT INTO … VALUES`),
+/// Petrel reads both writers' rows and appends again, and Spark, DuckDB and PyIceberg read all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spark_appends_to_a_petrel_table_and_petrel_appends_after() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
+    create(
+        catalog.as_ref(),
+        "mixed",
+        vec![
+            field(1, "id", PrimitiveType::Long, true),
+            field(2, "s", PrimitiveType::String, false),
+            field(3, "ts", PrimitiveType::Timestamp, false),
+            field(4, "n", PrimitiveType::Long, false),
+        ],
+        &[("s", Transform::Identity), ("id", Transform::Bucket(4))],
+        FormatVersion::V2,
+        &[],
+    )
+    .await;
+    let table = "iceberg.db.mixed";
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+    let values = |rows: &[Row]| -> String {
+        rows.iter()
+            .map(|(id, s, ts, n)| {
+                let s = s.as_ref().map_or("NULL".into(), |s| format!("'{s}'"));
+                format!("({id}, {s}, TIMESTAMP '{}', {n})", ts.replace('T', " "))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let row = |id: i64, s: Option<&str>, n: i64| -> Row {
+        (
+            id,
+            s.map(str::to_string),
+            format!("2024-05-{:02}T{:02}:30:00", 1 + id % 28, id % 24),
+            n,
+        )
+    };
+    let petrel_first: Vec<Row> = (0..30)
+        .map(|i| {
+            row(
+                i,
+                [Some("petrel"), Some("a/b=c d%"), None][i as usize % 3],
+                i * 3,
+            )
+        })
+        .collect();
+    assert_eq!(
+        run(
+            &ctx,
+            &format!("INSERT INTO {table} VALUES {}", values(&petrel_first))
+        )
+        .await,
+        30
+    );
+    // Spark's rows: into partitions Petrel already has and into a new one.
+    let by_spark: Vec<Row> = (100..110)
+        .map(|i| {
+            row(
+                i,
+                [Some("spark"), Some("petrel"), None, Some("a/b=c d%")][i as usize % 4],
+                -i,
+            )
+        })
+        .collect();
+    let spark_insert = format!("INSERT INTO {table} VALUES {}", values(&by_spark));
+    let seen = read_back_with(&warehouse, &["mixed"], &[&spark_insert], false);
+    let mut model: Vec<Row> = petrel_first.iter().chain(&by_spark).cloned().collect();
+    let columns = ["id", "s", "ts", "n"];
+    assert_eq!(
+        result_rows(&seen["mixed"]["spark"], &columns),
+        texts(&model, true),
+        "Spark reads its rows and Petrel's"
+    );
+
+    // Petrel reads both writers' rows, and prunes by the partitions Spark wrote.
+    let types = ["bigint", "string", "timestamp_ntz", "bigint"];
+    let sql = format!("SELECT id, s, ts, n FROM {table}");
+    assert_eq!(
+        rows(&ctx, &sql, &types).await,
+        texts(&model, true),
+        "Petrel reads Spark's rows and its own"
+    );
+    let spark_only = format!("SELECT count(*) FROM {table} WHERE s = 'spark'");
+    assert_eq!(
+        single_i64(&query(&ctx, &spark_only).await.expect("count")),
+        by_spark
+            .iter()
+            .filter(|r| r.1.as_deref() == Some("spark"))
+            .count() as i64
+    );
+    // Petrel appends on top of Spark's snapshot.
+    let petrel_again: Vec<Row> = (200..220)
+        .map(|i| row(i, [Some("spark"), Some("later"), None][i as usize % 3], i))
+        .collect();
+    assert_eq!(
+        run(
+            &ctx,
+            &format!("INSERT INTO {table} VALUES {}", values(&petrel_again))
+        )
+        .await,
+        20
+    );
+    model.extend(petrel_again.iter().cloned());
+    assert_eq!(rows(&ctx, &sql, &types).await, texts(&model, true));
+    let snapshots = snapshot_ids(catalog.as_ref(), "mixed").await;
+    assert_eq!(snapshots.len(), 3, "Petrel, Spark, Petrel");
+
+    let seen = read_back(&warehouse, &["mixed"]);
+    let mixed = &seen["mixed"];
+    assert_eq!(mixed["metric_mismatches"], serde_json::json!([]));
+    assert_eq!(result_rows(&mixed["spark"], &columns), texts(&model, true));
+    assert_eq!(duckdb_rows(mixed, &columns), texts(&model, true));
+    let mut pyiceberg: Vec<String> = mixed["pyiceberg"]
+        .as_array()
+        .expect("pyiceberg rows")
+        .iter()
+        .map(|r| {
+            let row: Value = serde_json::from_str(r.as_str().expect("row text")).expect("json");
+            Value::Array(columns.iter().map(|k| row[*k].clone()).collect()).to_string()
+        })
+        .collect();
+    pyiceberg.sort();
+    assert_eq!(pyiceberg, texts(&model, true), "PyIceberg reads all");
+    let parents: Vec<(Value, Value)> = mixed["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| (s["snapshot_id"].clone(), s["parent_id"].clone()))
+        .collect();
+    assert_eq!(
+        parents,
+        [
+            (snapshots[0].into(), Value::Null),
+            (snapshots[1].into(), snapshots[0].into()),
+            (snapshots[2].into(), snapshots[1].into()),
+        ],
+        "one line of history: Petrel's, Spark's on it, Petrel's on Spark's"
+    );
+    assert_versions("mixed", mixed, &snapshots, &model, &[30, 40, 60]);
 }
 
 /// 8 writers × 25 single-row INSERTs into one table at once: 200 rows, 200 snapshots, every

@@ -90,29 +90,51 @@ impl CreateTable {
                 properties.insert(key.clone(), value.clone());
             }
         }
-        for key in ["write.delete.mode", "write.update.mode", "write.merge.mode"] {
-            properties
-                .entry(key.to_string())
-                .or_insert_with(|| "merge-on-read".to_string());
-        }
-        properties
-            .entry("write.parquet.compression-codec".to_string())
-            .or_insert_with(|| "zstd".to_string());
         if let Some(comment) = &self.comment {
             properties.insert("comment".to_string(), comment.clone());
         }
         let spec = self.partition_spec(&schema)?;
-        Ok(TableMetadataBuilder::new(
-            schema,
-            spec,
-            SortOrder::unsorted_order(),
-            location,
-            version,
-            properties,
-        )?
-        .build()?
-        .metadata)
+        new_table_metadata(schema, spec, location, version, properties)
     }
+}
+
+/// A new table's first metadata, as `CREATE TABLE` makes it: `schema` and `spec`, unsorted, at
+/// `location`, format `version`, with Petrel's default properties (module docs) added to
+/// `properties` where it does not set them.
+pub fn new_table_metadata(
+    schema: Schema,
+    spec: PartitionSpec,
+    location: String,
+    version: FormatVersion,
+    mut properties: HashMap<String, String>,
+) -> Result<TableMetadata> {
+    for key in ["write.delete.mode", "write.update.mode", "write.merge.mode"] {
+        properties
+            .entry(key.to_string())
+            .or_insert_with(|| "merge-on-read".to_string());
+    }
+    properties
+        .entry("write.parquet.compression-codec".to_string())
+        .or_insert_with(|| "zstd".to_string());
+    Ok(TableMetadataBuilder::new(
+        schema,
+        spec,
+        SortOrder::unsorted_order(),
+        location,
+        version,
+        properties,
+    )?
+    .build()?
+    .metadata)
+}
+
+/// The first metadata of an unpartitioned format-2 table over `schema` at `location`, with the
+/// defaults of a `CREATE TABLE` that names no properties (what bulk ingest creates).
+pub fn default_table_metadata(schema: Schema, location: String) -> Result<TableMetadata> {
+    let spec = PartitionSpec::builder(schema.clone())
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("partition spec: {e}")))?;
+    new_table_metadata(schema, spec, location, FormatVersion::V2, HashMap::new())
 }
 
 /// Spark's partition field names: `c`, `c_bucket`, `c_trunc`, `c_year`, `c_month`, `c_day`,

@@ -8,6 +8,8 @@
 //! - [`prepared`]: create / bind (DoPut) / execute / update (DoPut) / close with stateless
 //!   handles
 //! - `CommandStatementUpdate` (DoPut): a write, run once, answering the row count
+//! - [`ingest`]: `CommandStatementIngest` (DoPut, ADBC's `adbc_ingest`): the uploaded stream
+//!   appended to an Iceberg table (created, appended to or replaced), one snapshot
 //! - [`metadata`]: catalogs, schemas, tables, table types, primary and foreign keys
 //! - [`sql_info`], [`xdbc`]: GetSqlInfo and GetXdbcTypeInfo tables
 //!
@@ -15,6 +17,7 @@
 //! CancelFlightInfo and the session-option actions, and has no auth hook: [`service`] wraps
 //! it in [`service::PetrelService`], the type actually served.
 
+pub mod ingest;
 pub mod metadata;
 pub mod prepared;
 pub mod service;
@@ -232,13 +235,12 @@ impl FlightSqlService for PetrelFlightSql {
 
     async fn do_put_statement_ingest(
         &self,
-        _ticket: CommandStatementIngest,
-        _request: Request<PeekableFlightDataStream>,
+        ticket: CommandStatementIngest,
+        request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
-        Err(Status::unimplemented(
-            "bulk ingest (CommandStatementIngest) is not supported yet: use INSERT INTO with \
-             bound parameters",
-        ))
+        let user = caller(&request);
+        let session = self.sessions.current(&request);
+        ingest::ingest(&self.engine, ticket, session, request.into_inner(), &user).await
     }
 
     // ---- prepared statements ---------------------------------------------------------------

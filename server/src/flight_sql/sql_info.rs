@@ -102,7 +102,8 @@ pub(crate) fn sql_info_data(read_only: bool) -> SqlInfoData {
     b.append(SqlInfo::FlightSqlServerName, SERVER_NAME);
     b.append(SqlInfo::FlightSqlServerVersion, SERVER_VERSION);
     b.append(SqlInfo::FlightSqlServerArrowVersion, ARROW_VERSION);
-    // INSERT INTO Iceberg tables is accepted unless the server runs with --read-only.
+    // Writes (INSERT INTO Iceberg tables, Spark DDL, bulk ingest) are accepted unless the server
+    // runs with --read-only.
     b.append(SqlInfo::FlightSqlServerReadOnly, read_only);
     b.append(SqlInfo::FlightSqlServerSql, true);
     b.append(SqlInfo::FlightSqlServerSubstrait, false);
@@ -111,14 +112,16 @@ pub(crate) fn sql_info_data(read_only: bool) -> SqlInfoData {
         SqlSupportedTransaction::None as i32,
     );
     b.append(SqlInfo::FlightSqlServerCancel, true);
-    b.append(SqlInfo::FlightSqlServerBulkIngestion, false);
+    // CommandStatementIngest (ADBC's adbc_ingest), each ingest its own commit.
+    b.append(SqlInfo::FlightSqlServerBulkIngestion, !read_only);
     b.append(SqlInfo::FlightSqlServerIngestTransactionsSupported, false);
     b.append(SqlInfo::FlightSqlServerStatementTimeout, 0i32);
     b.append(SqlInfo::FlightSqlServerTransactionTimeout, 0i32);
-    // DDL: none through SQL (writes are INSERT INTO existing Iceberg tables)
+    // DDL: Spark's CREATE/DROP SCHEMA and TABLE for Iceberg catalogs (not in read-only mode);
+    // catalogs come from the configuration only.
     b.append(SqlInfo::SqlDdlCatalog, false);
-    b.append(SqlInfo::SqlDdlSchema, false);
-    b.append(SqlInfo::SqlDdlTable, false);
+    b.append(SqlInfo::SqlDdlSchema, !read_only);
+    b.append(SqlInfo::SqlDdlTable, !read_only);
     // Identifiers: unquoted are folded to lower case, quoted kept as written
     b.append(
         SqlInfo::SqlIdentifierCase,

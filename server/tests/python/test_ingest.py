@@ -1,0 +1,439 @@
+"""Bulk ingest (`CommandStatementIngest`) through the real ADBC Flight SQL driver's
+`cursor.adbc_ingest`: every mode (create, append, replace, create_append) on a SQLite SQL
+catalog and a filesystem warehouse, the failures ADBC users meet (create on an existing table,
+append to a missing one, schema mismatches: error, nothing committed, no files left), many
+types, a 200,000-row upload in 20 batches through a RecordBatchReader, each read back exactly
+through Petrel and through PyIceberg; `--read-only` refuses ingest, and GetSqlInfo tells the
+truth about ingest and DDL in both modes."""
+
+import datetime as dt
+import decimal
+import glob
+import os
+
+import adbc_driver_flightsql.dbapi as flight_sql
+import adbc_driver_manager
+import pyarrow as pa
+import pyarrow.flight as flight
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.schema import Schema
+from pyiceberg.table import StaticTable
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+)
+
+
+@pytest.fixture
+def lake(tmp_path, start_petrel):
+    """(catalog, start(*extra_args) -> server) over a fresh SQL catalog `lake` with namespace
+    `w` (the server's default catalog and schema)."""
+    db = tmp_path / "catalog.db"
+    catalog = SqlCatalog("lake", uri=f"sqlite:///{db}", warehouse=f"file://{tmp_path}")
+    catalog.create_namespace("w")
+    config = tmp_path / "petrel.toml"
+    config.write_text(
+        'default_catalog = "lake"\ndefault_schema = "w"\n'
+        f'[[catalog]]\nname = "lake"\ntype = "sql"\npath = "{db}"\nwarehouse = "file://{tmp_path}"\n'
+    )
+
+    def start(*extra):
+        return start_petrel("--config", str(config), *extra)
+
+    return catalog, start
+
+
+def connect(server):
+    return flight_sql.connect(server.uri, autocommit=True)
+
+
+def ingest(cur, name, data, mode, **names):
+    names.setdefault("catalog_name", "lake")
+    names.setdefault("db_schema_name", "w")
+    return cur.adbc_ingest(name, data, mode=mode, **names)
+
+
+def petrel_rows(cur, table, order="id"):
+    cur.execute(f"SELECT * FROM {table} ORDER BY {order}")
+    return cur.fetch_arrow_table().to_pylist()
+
+
+def iceberg_rows(catalog, name, key="id"):
+    table = catalog.load_table(name)
+    rows = table.scan().to_arrow().to_pylist()
+    return sorted(rows, key=lambda r: r[key]), len(table.metadata.snapshots)
+
+
+def files_under(path):
+    return sorted(p for p in glob.glob(f"{path}/**", recursive=True) if os.path.isfile(p))
+
+
+SIMPLE = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", None, "c"]})
+
+
+def test_create_many_types_read_back_by_petrel_and_pyiceberg(lake):
+    catalog, start = lake
+    server = start()
+    utc = dt.timezone.utc
+    ny = "America/New_York"
+    data = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "i8": pa.array([-128, 127, None], pa.int8()),
+            "i16": pa.array([-32768, 32767, 0], pa.int16()),
+            "i32": pa.array([-(2**31), 2**31 - 1, None], pa.int32()),
+            "u32": pa.array([0, 2**32 - 1, 7], pa.uint32()),
+            "f32": pa.array([1.5, -2.25, None], pa.float32()),
+            "f64": pa.array([0.1, float("-inf"), 1e300], pa.float64()),
+            "s": pa.array(["héllo", "", None], pa.string()),
+            "ls": pa.array(["large", None, "z" * 100], pa.large_string()),
+            "b": pa.array([b"\x00\x01", b"", None], pa.binary()),
+            "flag": pa.array([True, False, None], pa.bool_()),
+            "d": pa.array([dt.date(1970, 1, 1), dt.date(2024, 2, 29), None], pa.date32()),
+            "ts": pa.array(
+                [dt.datetime(2024, 3, 1, 10, 0, 0, 123456), None, dt.datetime(1900, 1, 1)],
+                pa.timestamp("us"),
+            ),
+            "tstz": pa.array(
+                [dt.datetime(2024, 3, 1, 10, 0, tzinfo=utc), None, dt.datetime(2000, 6, 1, tzinfo=utc)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "ts_ns": pa.array([1_700_000_000_123_456_000, None, 0], pa.timestamp("ns")),
+            "ts_ny": pa.array(
+                [dt.datetime(2024, 7, 1, 12, 0, tzinfo=utc), None, None], pa.timestamp("us", tz=ny)
+            ),
+            "dec": pa.array(
+                [decimal.Decimal("12345678.90"), decimal.Decimal("-0.01"), None], pa.decimal128(10, 2)
+            ),
+        }
+    )
+    with connect(server) as conn, conn.cursor() as cur:
+        assert ingest(cur, "types", data, "create") == 3
+        got = petrel_rows(cur, "lake.w.types")
+    expected = data.to_pylist()
+    # Iceberg has one timestamp unit: nanoseconds become microseconds (these are exact).
+    ts_ns = [dt.datetime(2023, 11, 14, 22, 13, 20, 123456), None, dt.datetime(1970, 1, 1)]
+    for row, value in zip(expected, ts_ns):
+        row["ts_ns"] = value
+    assert got == expected
+
+    table = catalog.load_table("w.types")
+    assert table.metadata.format_version == 2
+    assert table.properties["write.delete.mode"] == "merge-on-read"
+    assert table.properties["write.parquet.compression-codec"] == "zstd"
+    assert len(table.metadata.snapshots) == 1
+    assert table.spec().is_unpartitioned()
+    types = {f.name: f.field_type for f in table.schema().fields}
+    assert types == {
+        "id": LongType(),
+        "i8": IntegerType(),
+        "i16": IntegerType(),
+        "i32": IntegerType(),
+        "u32": LongType(),
+        "f32": FloatType(),
+        "f64": DoubleType(),
+        "s": StringType(),
+        "ls": StringType(),
+        "b": BinaryType(),
+        "flag": BooleanType(),
+        "d": DateType(),
+        "ts": TimestampType(),
+        "tstz": TimestamptzType(),
+        "ts_ns": TimestampType(),
+        "ts_ny": TimestamptzType(),
+        "dec": DecimalType(10, 2),
+    }
+    assert [f.field_id for f in table.schema().fields] == list(range(1, 18))
+    rows, snapshots = iceberg_rows(catalog, "w.types")
+    assert snapshots == 1
+    assert rows == expected
+
+
+def test_every_mode_on_the_sql_catalog(lake):
+    catalog, start = lake
+    server = start()
+    with connect(server) as conn, conn.cursor() as cur:
+        # create, then create again: refused, nothing changes.
+        assert ingest(cur, "t", SIMPLE, "create") == 3
+        with pytest.raises(adbc_driver_manager.Error, match="already exists"):
+            ingest(cur, "t", SIMPLE, "create")
+        assert iceberg_rows(catalog, "w.t")[1] == 1
+
+        # append: columns by name in any order, types cast as INSERT casts, an optional
+        # column left out is NULL.
+        more = pa.table({"name": ["d", "e"], "id": pa.array([4, 5], pa.int32())})
+        assert ingest(cur, "t", more, "append") == 2
+        assert ingest(cur, "t", pa.table({"ID": pa.array([6], pa.int16())}), "append") == 1
+
+        # create_append: appends to an existing table, creates a missing one.
+        assert ingest(cur, "t", pa.table({"id": [7], "name": ["g"]}), "create_append") == 1
+        assert ingest(cur, "u", pa.table({"k": ["x", "y"]}), "create_append") == 2
+
+        expected = [
+            {"id": 1, "name": "a"}, {"id": 2, "name": None}, {"id": 3, "name": "c"},
+            {"id": 4, "name": "d"}, {"id": 5, "name": "e"}, {"id": 6, "name": None},
+            {"id": 7, "name": "g"},
+        ]
+        assert petrel_rows(cur, "lake.w.t") == expected
+        assert iceberg_rows(catalog, "w.t") == (expected, 4), "one snapshot per ingest"
+        assert iceberg_rows(catalog, "w.u", key="k") == ([{"k": "x"}, {"k": "y"}], 1)
+
+        # append to a missing table: refused, and nothing is created.
+        with pytest.raises(adbc_driver_manager.Error, match="does not exist"):
+            ingest(cur, "missing", SIMPLE, "append")
+        assert ("w", "missing") not in catalog.list_tables("w")
+
+        # replace: a new table with the upload's schema and rows only.
+        table_dir = catalog.load_table("w.t").location().removeprefix("file://")
+        old_files = [f for f in files_under(table_dir) if f.endswith(".parquet")]
+        replacement = pa.table({"id": pa.array([10, 11], pa.int64()), "score": [0.5, None]})
+        assert ingest(cur, "t", replacement, "replace") == 2
+        assert petrel_rows(cur, "lake.w.t") == [{"id": 10, "score": 0.5}, {"id": 11, "score": None}]
+        rows, snapshots = iceberg_rows(catalog, "w.t")
+        assert rows == [{"id": 10, "score": 0.5}, {"id": 11, "score": None}]
+        assert snapshots == 1
+        assert [f.name for f in catalog.load_table("w.t").schema().fields] == ["id", "score"]
+        # Dropped without purge: the old table's data files stay for readers still scanning them.
+        assert old_files and all(os.path.exists(f) for f in old_files)
+
+        # replace of a missing table creates it.
+        assert ingest(cur, "v", SIMPLE, "replace") == 3
+        assert iceberg_rows(catalog, "w.v") == (SIMPLE.to_pylist(), 1)
+
+
+def test_session_defaults_and_names(lake):
+    catalog, start = lake
+    server = start()
+    with connect(server) as conn, conn.cursor() as cur:
+        # No catalog or schema named: the session's defaults (lake.w).
+        assert cur.adbc_ingest("plain", SIMPLE, mode="create") == 3
+        assert iceberg_rows(catalog, "w.plain") == (SIMPLE.to_pylist(), 1)
+        # A table name that needs quoting in SQL is taken as it is.
+        assert ingest(cur, "Mixed Case-name", SIMPLE, "create") == 3
+        cur.execute('SELECT count(*) FROM lake.w."Mixed Case-name"')
+        assert cur.fetchall() == [(3,)]
+        # An unknown namespace or catalog is named.
+        with pytest.raises(adbc_driver_manager.Error, match="nope does not exist"):
+            ingest(cur, "t", SIMPLE, "create", db_schema_name="nope")
+        with pytest.raises(adbc_driver_manager.Error, match="catalog other does not exist"):
+            ingest(cur, "t", SIMPLE, "create", catalog_name="other")
+        with pytest.raises(adbc_driver_manager.Error, match="temporary"):
+            cur.adbc_ingest("tmp", SIMPLE, mode="create", temporary=True)
+    assert sorted(t[1] for t in catalog.list_tables("w")) == ["Mixed Case-name", "plain"]
+
+
+@pytest.mark.parametrize(
+    "upload, message",
+    [
+        (pa.table({"id": [1], "name": ["a"], "extra": [1]}), "column extra is not a column of the table"),
+        (pa.table({"name": ["a"]}), "no column id, which the table requires"),
+        (pa.table({"id": pa.array([[1]], pa.list_(pa.int64())), "name": ["a"]}),
+         "column id is List(.*) in the upload and cannot be cast"),
+        (pa.table({"id": ["not a number"], "name": ["a"]}), "(?i)cast"),
+        (pa.table({"id": pa.array([None], pa.int64()), "name": ["a"]}), "(?i)null"),
+    ],
+    ids=["unknown-column", "missing-required", "uncastable-type", "bad-value", "null-in-required"],
+)
+def test_append_mismatch_commits_nothing(lake, upload, message):
+    catalog, start = lake
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True),
+        NestedField(2, "name", StringType(), required=False),
+    )
+    catalog.create_table("w.strict", schema=schema)
+    server = start()
+    with connect(server) as conn, conn.cursor() as cur:
+        assert ingest(cur, "strict", pa.table({"id": [1], "name": ["ok"]}), "append") == 1
+        location = catalog.load_table("w.strict").location().removeprefix("file://")
+        before = files_under(location)
+        with pytest.raises(adbc_driver_manager.Error, match=message) as err:
+            ingest(cur, "strict", upload, "append")
+        assert "lake.w.strict" in str(err.value)
+        assert petrel_rows(cur, "lake.w.strict") == [{"id": 1, "name": "ok"}]
+    assert iceberg_rows(catalog, "w.strict") == ([{"id": 1, "name": "ok"}], 1)
+    assert files_under(location) == before, "no files left behind"
+
+
+def test_failed_create_leaves_no_table(lake, tmp_path):
+    catalog, start = lake
+    server = start()
+    with connect(server) as conn, conn.cursor() as cur:
+        # UInt64 has no Iceberg type: refused before anything is created.
+        with pytest.raises(adbc_driver_manager.Error, match="column u: Arrow type UInt64 has no Iceberg type"):
+            ingest(cur, "bad", pa.table({"u": pa.array([1], pa.uint64())}), "create")
+        # A replace whose upload cannot become a table keeps the old table.
+        assert ingest(cur, "keep", SIMPLE, "create") == 3
+        with pytest.raises(adbc_driver_manager.Error, match="UInt64 has no Iceberg type"):
+            ingest(cur, "keep", pa.table({"u": pa.array([1], pa.uint64())}), "replace")
+        assert petrel_rows(cur, "lake.w.keep") == SIMPLE.to_pylist()
+    assert sorted(t[1] for t in catalog.list_tables("w")) == ["keep"]
+    assert not (tmp_path / "w" / "bad").exists() and not (tmp_path / "w.db" / "bad").exists()
+
+
+
+def test_failed_write_after_create_drops_the_new_table(lake, tmp_path):
+    """A write that fails after its table was created (a null in a NOT NULL column) leaves no
+    table; after a replace the old table is gone too (ADBC's drop-and-recreate), its files are
+    kept and the new table's metadata file is deleted."""
+    catalog, start = lake
+    server = start()
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+
+    def bad():
+        # The first batch is fine (the table gets created), the second has a null.
+        good = pa.record_batch([pa.array([1], pa.int64()), pa.array(["a"])], schema=schema)
+        null = pa.record_batch([pa.array([None], pa.int64()), pa.array(["b"])], schema=schema)
+        return pa.RecordBatchReader.from_batches(schema, iter([good, null]))
+
+    with connect(server) as conn, conn.cursor() as cur:
+        with pytest.raises(adbc_driver_manager.Error, match="(?i)null") as err:
+            ingest(cur, "fresh", bad(), "create")
+        assert "lake.w.fresh" in str(err.value)
+        assert ingest(cur, "old", SIMPLE, "create") == 3
+        location = catalog.load_table("w.old").location().removeprefix("file://")
+        before = files_under(location)
+        with pytest.raises(adbc_driver_manager.Error, match="(?i)null"):
+            ingest(cur, "old", bad(), "replace")
+    assert sorted(t[1] for t in catalog.list_tables("w")) == []
+    assert files_under(tmp_path / "w" / "fresh") == []
+    assert files_under(location) == before
+
+ROWS = 200_000
+BATCH = 10_000
+
+
+def big_batches():
+    schema = pa.schema([("id", pa.int64()), ("v", pa.float64()), ("s", pa.string())])
+    for start in range(0, ROWS, BATCH):
+        ids = list(range(start, start + BATCH))
+        yield pa.record_batch(
+            [
+                pa.array(ids, pa.int64()),
+                pa.array([i * 0.5 if i % 7 else None for i in ids], pa.float64()),
+                pa.array([f"row-{i}" for i in ids], pa.string()),
+            ],
+            schema=schema,
+        )
+
+
+def test_multi_batch_upload_streams_into_one_snapshot(lake):
+    catalog, start = lake
+    server = start()
+    schema = next(big_batches()).schema
+    reader = pa.RecordBatchReader.from_batches(schema, big_batches())
+    with connect(server) as conn, conn.cursor() as cur:
+        assert ingest(cur, "big", reader, "create") == ROWS
+        cur.execute("SELECT count(*), sum(id), count(v), count(DISTINCT s) FROM lake.w.big")
+        assert cur.fetchall() == [(ROWS, ROWS * (ROWS - 1) // 2, ROWS - (ROWS + 6) // 7, ROWS)]
+        cur.execute("SELECT * FROM lake.w.big ORDER BY id")
+        got = cur.fetch_arrow_table()
+    expected = pa.Table.from_batches(list(big_batches()))
+    assert got.equals(expected)
+    table = catalog.load_table("w.big")
+    assert len(table.metadata.snapshots) == 1
+    assert table.current_snapshot().summary["added-records"] == str(ROWS)
+    from_iceberg = table.scan().to_arrow().sort_by("id")
+    assert from_iceberg.cast(expected.schema).equals(expected)
+
+
+def test_filesystem_warehouse_modes_read_back_with_static_table(tmp_path, start_petrel):
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir()
+    server = start_petrel("--warehouse", str(warehouse))
+    names = {"catalog_name": "iceberg", "db_schema_name": "db"}
+    with connect(server) as conn, conn.cursor() as cur:
+        cur.execute("CREATE SCHEMA iceberg.db")
+        cur.fetchall()
+        assert cur.adbc_ingest("t", SIMPLE, mode="create", **names) == 3
+        assert cur.adbc_ingest("t", SIMPLE.slice(0, 1), mode="create_append", **names) == 1
+        assert petrel_rows(cur, "iceberg.db.t", "id, name") == [
+            {"id": 1, "name": "a"}, {"id": 1, "name": "a"}, {"id": 2, "name": None},
+            {"id": 3, "name": "c"},
+        ]
+        metadata = max(
+            glob.glob(f"{warehouse}/db/t/metadata/v*.metadata.json"),
+            key=lambda p: int(p.rsplit("/v", 1)[1].split(".")[0]),
+        )
+        static = StaticTable.from_metadata(metadata)
+        assert len(static.metadata.snapshots) == 2
+        assert sorted(static.scan().to_arrow().to_pylist(), key=lambda r: (r["id"], r["name"] or "")) == [
+            {"id": 1, "name": "a"}, {"id": 1, "name": "a"}, {"id": 2, "name": None},
+            {"id": 3, "name": "c"},
+        ]
+        assert cur.adbc_ingest("t", pa.table({"x": [True]}), mode="replace", **names) == 1
+        assert petrel_rows(cur, "iceberg.db.t", "x") == [{"x": True}]
+        # The filesystem catalog's table is its directory: the old versions went with the drop;
+        # the new table is v1 (created) and v2 (its one snapshot).
+        versions = sorted(glob.glob(f"{warehouse}/db/t/metadata/v*.metadata.json"))
+        assert [os.path.basename(v) for v in versions] == ["v1.metadata.json", "v2.metadata.json"]
+        metadata = versions[-1]
+        static = StaticTable.from_metadata(metadata)
+        assert static.scan().to_arrow().to_pylist() == [{"x": True}]
+        assert len(static.metadata.snapshots) == 1
+
+
+def sql_info(server, ids):
+    """GetSqlInfo through pyarrow.flight: {info id: value}."""
+
+    def varint(n):
+        out = b""
+        while True:
+            byte = n & 0x7F
+            n >>= 7
+            if n:
+                out += bytes([byte | 0x80])
+            else:
+                return out + bytes([byte])
+
+    packed = b"".join(varint(i) for i in ids)
+    command = b"\x0a" + varint(len(packed)) + packed
+    type_url = b"type.googleapis.com/arrow.flight.protocol.sql.CommandGetSqlInfo"
+    any_msg = b"\x0a" + varint(len(type_url)) + type_url + b"\x12" + varint(len(command)) + command
+    client = flight.FlightClient(server.uri)
+    try:
+        info = client.get_flight_info(flight.FlightDescriptor.for_command(any_msg))
+        table = client.do_get(info.endpoints[0].ticket).read_all()
+    finally:
+        client.close()
+    return {r["info_name"]: r["value"] for r in table.to_pylist()}
+
+
+READ_ONLY, BULK_INGESTION, INGEST_TRANSACTIONS = 3, 10, 11
+TRANSACTION, DDL_CATALOG, DDL_SCHEMA, DDL_TABLE = 8, 500, 501, 502
+
+
+def test_sql_info_tells_the_truth(lake):
+    _, start = lake
+    ids = [READ_ONLY, BULK_INGESTION, INGEST_TRANSACTIONS, TRANSACTION, DDL_CATALOG, DDL_SCHEMA, DDL_TABLE]
+    assert sql_info(start(), ids) == {
+        READ_ONLY: False, BULK_INGESTION: True, INGEST_TRANSACTIONS: False, TRANSACTION: 0,
+        DDL_CATALOG: False, DDL_SCHEMA: True, DDL_TABLE: True,
+    }
+    assert sql_info(start("--read-only"), ids) == {
+        READ_ONLY: True, BULK_INGESTION: False, INGEST_TRANSACTIONS: False, TRANSACTION: 0,
+        DDL_CATALOG: False, DDL_SCHEMA: False, DDL_TABLE: False,
+    }
+
+
+def test_read_only_refuses_ingest(lake):
+    catalog, start = lake
+    catalog.create_table("w.t", schema=Schema(NestedField(1, "id", LongType(), required=False)))
+    server = start("--read-only")
+    with connect(server) as conn, conn.cursor() as cur:
+        for mode in ["create", "append", "replace", "create_append"]:
+            name = "t" if mode == "append" else "new"
+            with pytest.raises(adbc_driver_manager.Error, match="read-only"):
+                ingest(cur, name, pa.table({"id": [1]}), mode)
+    assert [t[1] for t in catalog.list_tables("w")] == ["t"]
+    assert iceberg_rows(catalog, "w.t") == ([], 0)

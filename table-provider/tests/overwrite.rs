@@ -8,7 +8,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{query, read_back, rows_json, session, warehouse_with_db};
+use common::{
+    duckdb_rows, query, read_back, read_back_with, rows_json, session, warehouse_with_db,
+};
 use datafusion::prelude::SessionContext;
 use petrel_table_provider::ddl::{execute_ddl, parse_ddl};
 use petrel_table_provider::{Catalog, Namespace, TableIdent};
@@ -252,7 +254,7 @@ async fn overwrite_replaces_written_partitions_and_whole_unpartitioned_tables() 
     );
 
     // Spark and PyIceberg read what Petrel wrote, snapshot by snapshot.
-    let seen = read_back(&warehouse, &["by_region", "by_region_v3"]);
+    let seen = read_back(&warehouse, &["by_region", "by_region_v3", "flat"]);
     for (table, snapshots_rows) in &history {
         let t = &seen[*table];
         assert_eq!(t["metric_mismatches"], json!([]), "{table}");
@@ -291,5 +293,100 @@ async fn overwrite_replaces_written_partitions_and_whole_unpartitioned_tables() 
     assert_eq!(
         lineage["distinct"], 5,
         "every row keeps a distinct _row_id after manifests were rewritten"
+    );
+    let flat = &seen["flat"];
+    assert_eq!(flat["spark"]["count"], 0, "Spark reads the emptied table");
+    let operations: Vec<&str> = flat["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| s["operation"].as_str().expect("operation"))
+        .collect();
+    assert_eq!(operations, ["append", "append", "overwrite", "overwrite"]);
+    assert_eq!(
+        duckdb_rows(&seen["by_region"], &["id", "region", "amount"]).len(),
+        5
+    );
+}
+
+/// Spark deletes rows with deletion vectors; Petrel's `INSERT OVERWRITE` of one partition then
+/// removes that partition's data file and its deletion vector, and keeps the others'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overwrite_removes_the_replaced_partitions_delete_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+    ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.dv (id BIGINT, region STRING, amount BIGINT) \
+         PARTITIONED BY (region) TBLPROPERTIES ('format-version'='3')",
+    )
+    .await;
+    let first = [
+        (1, "a", 10),
+        (2, "a", 20),
+        (3, "b", 30),
+        (4, "b", 40),
+        (5, "c", 50),
+    ];
+    written(
+        &ctx,
+        &format!("INSERT INTO iceberg.db.dv VALUES {}", values(&first)),
+    )
+    .await;
+    // Spark deletes one row in a and one in b: merge-on-read, so two deletion vectors.
+    let seen = read_back_with(
+        &warehouse,
+        &["dv"],
+        &["DELETE FROM iceberg.db.dv WHERE id IN (1, 3)"],
+        false,
+    );
+    let summary = &seen["dv"]["snapshots"][1]["summary"];
+    assert_eq!(summary["added-dvs"], "2", "{summary}");
+    let mut model = Model::default();
+    model.insert(&[(2, "a", 20), (4, "b", 40), (5, "c", 50)]);
+    assert_eq!(
+        rows(&ctx, "SELECT * FROM iceberg.db.dv").await,
+        model.rows()
+    );
+
+    let second = [(6, "b", 60), (7, "b", 70)];
+    written(
+        &ctx,
+        &format!("INSERT OVERWRITE iceberg.db.dv VALUES {}", values(&second)),
+    )
+    .await;
+    model.overwrite(&second);
+    assert_eq!(
+        rows(&ctx, "SELECT * FROM iceberg.db.dv").await,
+        model.rows()
+    );
+
+    let seen = read_back(&warehouse, &["dv"]);
+    let dv = &seen["dv"];
+    assert_eq!(
+        spark_rows(&dv["spark"]),
+        model.rows(),
+        "Spark reads the rows"
+    );
+    let snapshots = dv["snapshots"].as_array().expect("snapshots");
+    let summary = &snapshots[2]["summary"];
+    assert_eq!(snapshots[2]["operation"], "overwrite");
+    assert_eq!(summary["deleted-data-files"], "1", "{summary}");
+    assert_eq!(summary["deleted-records"], "2", "{summary}");
+    assert_eq!(summary["removed-delete-files"], "1", "{summary}");
+    assert_eq!(summary["removed-dvs"], "1", "{summary}");
+    assert_eq!(summary["removed-position-deletes"], "1", "{summary}");
+    assert_eq!(summary["total-delete-files"], "1", "{summary}");
+    assert_eq!(summary["total-position-deletes"], "1", "{summary}");
+    assert_eq!(summary["total-records"], "5", "{summary}");
+    assert_eq!(
+        duckdb_rows(dv, &["id", "region", "amount"]),
+        model
+            .rows()
+            .iter()
+            .map(|(id, region, amount)| json!([id, region, amount]).to_string())
+            .collect::<Vec<_>>(),
+        "DuckDB reads the rows"
     );
 }

@@ -266,7 +266,8 @@ def read_table(spark, con, scratch, warehouse: Path, spec: str, with_versions: b
         "row_lineage": lineage,
         "metric_mismatches": metric_mismatches(spark, name, df, files),
         "spark": make_corpus.result(df),
-        "files": records(files.select("file_path", "partition", "record_count", "value_counts",
+        # An unpartitioned table's `files` and `partitions` have no `partition` column.
+        "files": records(files.select("file_path", *partition(files), "record_count", "value_counts",
                                       "null_value_counts", "nan_value_counts", "lower_bounds",
                                       "upper_bounds"), ["file_path"]),
         "snapshots": snaps,
@@ -274,7 +275,8 @@ def read_table(spark, con, scratch, warehouse: Path, spec: str, with_versions: b
         "manifests": records(meta("manifests").select(
             "content", "path", "added_snapshot_id", "added_data_files_count", "existing_data_files_count",
             "deleted_data_files_count", "partition_summaries"), ["path"]),
-        "partitions": records(meta("partitions").select("partition", "record_count", "file_count")),
+        "partitions": records(meta("partitions").select(*partition(meta("partitions")), "record_count",
+                                                        "file_count")),
         # What the manifests themselves hold (their entries), per snapshot and status (1: added).
         "entries": records(meta("entries").groupBy("snapshot_id", "status").count(), ["snapshot_id", "status"]),
         "versions": versions,
@@ -283,6 +285,11 @@ def read_table(spark, con, scratch, warehouse: Path, spec: str, with_versions: b
         "duckdb_error": duck_error,
         "duckdb_skipped": skipped,
     }
+
+
+def partition(df):
+    """`["partition"]` when the metadata table `df` has that column (a partitioned table)."""
+    return ["partition"] if "partition" in df.columns else []
 
 
 def main():

@@ -54,6 +54,12 @@ fn classify(err: &(dyn StdError + 'static)) -> Code {
             TableError::NotFound(_) => Code::NotFound,
             TableError::InvalidArgument(_) => Code::InvalidArgument,
             TableError::Unsupported { .. } => Code::Unimplemented,
+            TableError::AlreadyExists(_) => Code::AlreadyExists,
+            TableError::NamespaceNotEmpty { .. } => Code::FailedPrecondition,
+            // Another writer won every attempt: the client may retry the statement.
+            TableError::CommitConflict { .. } => Code::Aborted,
+            // The commit may or may not have happened: the client must look before retrying.
+            TableError::CommitStateUnknown { .. } => Code::Unknown,
             TableError::DataFusion(inner) => classify_df(inner),
             TableError::Arrow(inner) => classify(inner),
             other if other.is_not_found() => Code::NotFound,

@@ -118,12 +118,14 @@ fn check_dml(dml: &DmlStatement, policy: &Policy<'_>) -> Result<StatementKind, S
         }
         WriteOp::Delete => {
             return Err(Status::unimplemented(format!(
-                "DELETE is not supported yet ({name}); Petrel accepts INSERT INTO and INSERT OVERWRITE"
+                "DELETE is not supported yet ({name}); Petrel accepts INSERT INTO and INSERT \
+                 OVERWRITE"
             )));
         }
         WriteOp::Update => {
             return Err(Status::unimplemented(format!(
-                "UPDATE is not supported yet ({name}); Petrel accepts INSERT INTO and INSERT OVERWRITE"
+                "UPDATE is not supported yet ({name}); Petrel accepts INSERT INTO and INSERT \
+                 OVERWRITE"
             )));
         }
         WriteOp::Ctas => {
@@ -261,9 +263,9 @@ mod tests {
             ("DELETE FROM t WHERE a = 1", Code::Unimplemented, "DELETE"),
             ("UPDATE t SET a = 2", Code::Unimplemented, "UPDATE"),
             (
-                "INSERT OVERWRITE t VALUES (1)",
+                "REPLACE INTO t VALUES (1)",
                 Code::Unimplemented,
-                "OVERWRITE",
+                "REPLACE INTO",
             ),
             (
                 "EXPLAIN ANALYZE INSERT INTO t VALUES (1)",

@@ -13,7 +13,8 @@
 //! bind = "127.0.0.1:50051"
 //! default_catalog = "iceberg"
 //! default_schema = "db"
-//! query_memory_limit = "2GiB"
+//! memory_limit = "8GiB"        # all queries together (default: 60% of the machine's)
+//! query_memory_limit = "2GiB"  # one query (default: a quarter of memory_limit)
 //! max_concurrent_queries = 16
 //! target_partitions = 4
 //! read_only = false            # true: queries only, every INSERT refused
@@ -156,9 +157,20 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_TLS_CLIENT_CA")]
     pub tls_client_ca: Option<PathBuf>,
 
-    /// Memory one query may use, e.g. `512MiB`, `2GiB` (0: unlimited) [default: 0].
+    /// Memory all queries together may use, e.g. `8GiB` [default: 60% of the machine's (or
+    /// the cgroup's) memory].
+    #[arg(long, env = "PETREL_MEMORY_LIMIT")]
+    pub memory_limit: Option<String>,
+
+    /// Memory one query may use, within `--memory-limit`, e.g. `512MiB`, `2GiB` (0: the whole
+    /// server pool) [default: a quarter of the server pool].
     #[arg(long, env = "PETREL_QUERY_MEMORY_LIMIT")]
     pub query_memory_limit: Option<String>,
+
+    /// Parameter rows one execution may bind (a larger batch is refused with
+    /// RESOURCE_EXHAUSTED) [default: 10000].
+    #[arg(long, env = "PETREL_MAX_PARAMETER_ROWS")]
+    pub max_parameter_rows: Option<usize>,
 
     /// Queries executing at once; more wait up to `--queue-timeout-secs`, then fail with
     /// RESOURCE_EXHAUSTED [default: 16].
@@ -194,8 +206,12 @@ pub struct FileConfig {
     pub default_schema: Option<String>,
     /// Embedded default directory.
     pub data_dir: Option<PathBuf>,
+    /// Server-wide memory limit (`8GiB`).
+    pub memory_limit: Option<String>,
     /// Per-query memory limit (`2GiB`).
     pub query_memory_limit: Option<String>,
+    /// Parameter rows per execution.
+    pub max_parameter_rows: Option<usize>,
     /// Concurrent query limit.
     pub max_concurrent_queries: Option<usize>,
     /// Queue timeout in seconds.
@@ -309,8 +325,12 @@ pub struct ServerConfig {
     pub allow_unauthenticated_remote: bool,
     /// TLS settings.
     pub tls: Option<TlsConfig>,
-    /// Per-query memory limit in bytes (None: unlimited).
+    /// Server-wide memory limit in bytes (None: derived from the machine).
+    pub memory_limit: Option<usize>,
+    /// Per-query memory limit in bytes (None: a quarter of the server pool; capped at it).
     pub query_memory_limit: Option<usize>,
+    /// Parameter rows one execution may bind.
+    pub max_parameter_rows: usize,
     /// Concurrent queries.
     pub max_concurrent_queries: usize,
     /// Queue timeout in seconds.
@@ -362,9 +382,19 @@ read_only = false
 # (PETREL_DATA_DIR). Relative paths are relative to the working directory.
 data_dir = "petrel-warehouse"
 
-# Memory one query may use: 512MiB, 2GiB, 1.5GB, ... "0" is unlimited
-# (PETREL_QUERY_MEMORY_LIMIT). A query over it fails with RESOURCE_EXHAUSTED.
-query_memory_limit = "0"
+# Memory all queries together may use, one pool shared by every query and by bound
+# parameters (PETREL_MEMORY_LIMIT): 512MiB, 8GiB, 1.5GB, ... Default: 60% of the memory the
+# process may use (the cgroup limit, else physical memory).
+# memory_limit = "8GiB"
+
+# Memory one query may use, within memory_limit (PETREL_QUERY_MEMORY_LIMIT). "0": no limit of
+# its own. Default: a quarter of memory_limit. A query over it fails with RESOURCE_EXHAUSTED
+# (spilling operators spill first); the server keeps serving.
+# query_memory_limit = "2GiB"
+
+# Parameter rows one execution may bind (PETREL_MAX_PARAMETER_ROWS); a larger batch is
+# refused with RESOURCE_EXHAUSTED.
+max_parameter_rows = 10000
 
 # Queries executing at once (PETREL_MAX_CONCURRENT_QUERIES); more wait up to
 # queue_timeout_secs (PETREL_QUEUE_TIMEOUT_SECS), then fail with RESOURCE_EXHAUSTED.
@@ -460,12 +490,24 @@ impl ServeArgs {
             .clone()
             .or(file.query_memory_limit.clone());
         let query_memory_limit = match memory {
+            // 0: no limit of its own (the server pool still bounds it).
             Some(text) => match parse_bytes(&text)? {
-                0 => None,
+                0 => Some(usize::MAX),
                 n => Some(n),
             },
             None => None,
         };
+        let memory_limit = match self.memory_limit.clone().or(file.memory_limit.clone()) {
+            Some(text) => match parse_bytes(&text)? {
+                0 => return Err("memory_limit must be more than 0 bytes".into()),
+                n => Some(n),
+            },
+            None => None,
+        };
+        let max_parameter_rows = self
+            .max_parameter_rows
+            .or(file.max_parameter_rows)
+            .unwrap_or(crate::parameters::DEFAULT_MAX_PARAMETER_ROWS);
         let bind = match self.bind.or(file.bind) {
             Some(b) => b,
             None => DEFAULT_BIND.parse().map_err(|e| format!("{e}"))?,
@@ -499,7 +541,9 @@ impl ServeArgs {
             allow_unauthenticated_remote: self.allow_unauthenticated_remote
                 || file.allow_unauthenticated_remote.unwrap_or(false),
             tls,
+            memory_limit,
             query_memory_limit,
+            max_parameter_rows,
             max_concurrent_queries,
             queue_timeout_secs: self
                 .queue_timeout_secs

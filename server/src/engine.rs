@@ -30,7 +30,6 @@ use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext, SessionState};
-use datafusion::execution::memory_pool::GreedyMemoryPool;
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt};
@@ -45,11 +44,12 @@ use tonic::Status;
 
 use crate::error::df_status;
 use crate::information_schema::TruthfulNumericPrecision;
+use crate::memory::ServerMemory;
+use crate::parameters::{DEFAULT_MAX_PARAMETER_ROWS, ParameterRows};
 use crate::plan_cache::PlanCache;
 use crate::policy::{self, Policy};
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
 use crate::sql_text::{normalize_sql, order_placeholders};
-use crate::tickets::ipc_to_batches;
 
 /// A catalog as the server sees it: Iceberg catalogs are listed through Petrel's async
 /// [`Catalog`] trait (metadata calls, primary keys); other DataFusion catalogs (tests,
@@ -67,8 +67,10 @@ pub enum CatalogSource {
 pub struct EngineOptions {
     /// DataFusion target partitions (None: number of cores).
     pub target_partitions: Option<usize>,
-    /// Memory one query may use (None: unlimited).
-    pub query_memory_limit: Option<usize>,
+    /// The server-wide memory pool and the per-query limit inside it.
+    pub memory: ServerMemory,
+    /// Parameter rows one execution may bind.
+    pub max_parameter_rows: usize,
     /// Queries executing at once.
     pub max_concurrent_queries: usize,
     /// How long a query waits for an execution slot.
@@ -81,7 +83,8 @@ impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             target_partitions: None,
-            query_memory_limit: None,
+            memory: ServerMemory::new(None, None),
+            max_parameter_rows: DEFAULT_MAX_PARAMETER_ROWS,
             max_concurrent_queries: 16,
             queue_timeout: Duration::from_secs(30),
             read_only: false,
@@ -205,13 +208,11 @@ impl QueryEngine {
             session.schema.clone()
         };
         config = config.with_default_catalog_and_schema(catalog, schema);
-        let runtime: Arc<RuntimeEnv> = match self.options.query_memory_limit {
-            Some(limit) => RuntimeEnvBuilder::from_runtime_env(self.base.runtime_env())
-                .with_memory_pool(Arc::new(GreedyMemoryPool::new(limit)))
-                .build_arc()
-                .map_err(df_status)?,
-            None => Arc::clone(self.base.runtime_env()),
-        };
+        // Each statement's memory comes from the server-wide pool, within the query limit.
+        let runtime: Arc<RuntimeEnv> = RuntimeEnvBuilder::from_runtime_env(self.base.runtime_env())
+            .with_memory_pool(self.options.memory.query_pool())
+            .build_arc()
+            .map_err(df_status)?;
         let state = SessionStateBuilder::new_from_existing(self.base.clone())
             .with_config(config)
             .with_runtime_env(runtime)
@@ -305,21 +306,23 @@ impl QueryEngine {
         session: &SessionDefaults,
         parameters: &[u8],
     ) -> Result<DataFrame, Status> {
-        let rows = param_rows(parameters)?;
+        let rows = self.parameter_rows(parameters)?;
+        let unbound = self.plan_sql(sql, session).await?;
         if rows.is_empty() {
-            let frame = self.plan_sql(sql, session).await?;
-            let n = Self::parameter_schema(&frame)?.fields().len();
+            let n = Self::parameter_schema(&unbound)?.fields().len();
             if n > 0 {
                 return Err(Status::invalid_argument(format!(
                     "the statement has {n} parameter(s) but no values were bound"
                 )));
             }
-            return Ok(frame);
+            return Ok(unbound);
         }
+        // Planned once; each row binds a copy of the plan.
         let mut frames = Vec::with_capacity(rows.len());
-        for row in rows {
-            frames.push(self.plan(sql, session, Some(row)).await?.frame);
+        for index in 0..rows.len() {
+            frames.push(bind(unbound.clone(), rows.row(index)?)?);
         }
+        drop(rows);
         if frames.len() == 1 {
             return Ok(frames.remove(0));
         }
@@ -423,7 +426,7 @@ impl QueryEngine {
         }
         let permit = self.acquire().await?;
         let session = ticket.session.clone().unwrap_or_default();
-        let rows = param_rows(&ticket.parameters)?;
+        let rows = self.parameter_rows(&ticket.parameters)?;
         let token = CancellationToken::new();
         let (schema, stream): (SchemaRef, BoxStream<'static, _>) = if rows.is_empty() {
             let planned = match self.planned.take(&ticket) {
@@ -434,34 +437,39 @@ impl QueryEngine {
             let stream = planned.frame.execute_stream().await.map_err(df_status)?;
             (planned.schema, stream.map(|r| r.map_err(df_status)).boxed())
         } else {
-            // Plan every row up front (cheap, and a bad row fails before any data is sent).
-            let mut frames = Vec::with_capacity(rows.len());
-            let mut schema: Option<SchemaRef> = None;
-            for row in rows {
-                let planned = self.plan(&ticket.sql, &session, Some(row)).await?;
-                match &schema {
-                    None => schema = Some(Arc::clone(&planned.schema)),
-                    Some(s) if s.fields() != planned.schema.fields() => {
-                        return Err(Status::invalid_argument(
-                            "bound parameter rows give results of different types; \
-                             bind values of one type per parameter",
-                        ));
-                    }
-                    Some(_) => {}
-                }
-                refuse_write_ticket(&planned.frame)?;
-                frames.push(planned.frame);
-            }
-            let stream = futures::stream::iter(frames)
-                .then(|frame| async move {
-                    match frame.execute_stream().await {
-                        Ok(s) => s.map(|r| r.map_err(df_status)).boxed(),
-                        Err(e) => futures::stream::once(async move { Err(df_status(e)) }).boxed(),
+            // Planned once; each row is bound and run when the previous one's results are
+            // sent, so only one row's plan exists at a time.
+            let unbound = self.plan_sql(&ticket.sql, &session).await?;
+            refuse_write_ticket(&unbound)?;
+            let first = bind(unbound.clone(), rows.row(0)?)?;
+            let schema = flight_schema(first.schema().inner());
+            let expected = Arc::clone(&schema);
+            let rows = Arc::new(rows);
+            let stream = futures::stream::iter(0..rows.len())
+                .then(move |index| {
+                    let (unbound, rows, expected) =
+                        (unbound.clone(), Arc::clone(&rows), Arc::clone(&expected));
+                    async move {
+                        let frame = rows
+                            .row(index)
+                            .and_then(|row| bind(unbound, row))
+                            .and_then(|frame| same_result_type(frame, &expected));
+                        match frame {
+                            Ok(frame) => match frame.execute_stream().await {
+                                Ok(s) => s.map(|r| r.map_err(df_status)).boxed(),
+                                Err(e) => {
+                                    futures::stream::once(async move { Err(df_status(e)) }).boxed()
+                                }
+                            },
+                            Err(status) => {
+                                futures::stream::once(async move { Err(status) }).boxed()
+                            }
+                        }
                     }
                 })
                 .flatten()
                 .boxed();
-            (schema.expect("at least one row"), stream)
+            (schema, stream)
         };
         let id = ticket.query_id.clone();
         if !id.is_empty() {
@@ -486,6 +494,12 @@ impl QueryEngine {
             error: None,
         };
         Ok((schema, guarded.boxed()))
+    }
+
+    /// The bound parameter rows of an execution (IPC bytes; empty: none), bounded by
+    /// `max_parameter_rows` and counted in the server's memory.
+    fn parameter_rows(&self, ipc: &[u8]) -> Result<ParameterRows, Status> {
+        ParameterRows::decode(ipc, self.options.max_parameter_rows, &self.options.memory)
     }
 
     async fn acquire(&self) -> Result<OwnedSemaphorePermit, Status> {
@@ -604,21 +618,16 @@ fn write_count(batches: &[RecordBatch]) -> Result<u64, Status> {
     Ok(total)
 }
 
-/// Rows of bound parameters from a ticket's IPC bytes.
-fn param_rows(ipc: &[u8]) -> Result<Vec<Vec<ScalarValue>>, Status> {
-    let mut rows = Vec::new();
-    for batch in ipc_to_batches(ipc)? {
-        for r in 0..batch.num_rows() {
-            let row = batch
-                .columns()
-                .iter()
-                .map(|c| ScalarValue::try_from_array(c, r))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(df_status)?;
-            rows.push(row);
-        }
+/// `frame` (a statement with one parameter row bound) if its result has the `expected` types,
+/// which the first row's binding gave the client.
+fn same_result_type(frame: DataFrame, expected: &SchemaRef) -> Result<DataFrame, Status> {
+    if flight_schema(frame.schema().inner()).fields() != expected.fields() {
+        return Err(Status::invalid_argument(
+            "bound parameter rows give results of different types; bind values of one type \
+             per parameter",
+        ));
     }
-    Ok(rows)
+    Ok(frame)
 }
 
 /// The schema a Flight client sees for a plan: dictionary columns are sent hydrated.

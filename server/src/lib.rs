@@ -40,6 +40,8 @@ pub mod error;
 pub mod flight_sql;
 pub mod information_schema;
 mod locks;
+pub mod memory;
+pub mod parameters;
 mod plan_cache;
 pub mod policy;
 pub mod server;

@@ -17,6 +17,7 @@ use crate::config::{CatalogConfig, ServerConfig};
 use crate::engine::{CatalogSource, EngineOptions, QueryEngine};
 use crate::flight_sql::PetrelFlightSql;
 use crate::flight_sql::service::PetrelService;
+use crate::memory::ServerMemory;
 use crate::proto::petrel::SessionDefaults;
 use crate::session::SessionStore;
 
@@ -88,7 +89,8 @@ pub async fn build_engine(
         catalogs,
         EngineOptions {
             target_partitions: cfg.target_partitions,
-            query_memory_limit: cfg.query_memory_limit,
+            memory: ServerMemory::new(cfg.memory_limit, cfg.query_memory_limit),
+            max_parameter_rows: cfg.max_parameter_rows,
             max_concurrent_queries: cfg.max_concurrent_queries,
             queue_timeout: Duration::from_secs(cfg.queue_timeout_secs),
             read_only: cfg.read_only,

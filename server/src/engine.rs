@@ -42,7 +42,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
 
-use crate::error::df_status;
+use crate::error::{Error, df_status};
 use crate::information_schema::TruthfulNumericPrecision;
 use crate::memory::ServerMemory;
 use crate::parameters::{DEFAULT_MAX_PARAMETER_ROWS, ParameterRows};
@@ -238,9 +238,10 @@ impl QueryEngine {
         // becomes a plan that runs when executed, like an INSERT (a write: run once).
         if let Some(plan) = ddl_plan(&text).map_err(|e| crate::error::to_status(&e))? {
             if self.options.read_only {
-                return Err(Status::permission_denied(
-                    "this server is read-only (read_only / --read-only): DDL is refused",
-                ));
+                return Err(Error::Refused(
+                    "this server is read-only (read_only / --read-only): DDL is refused".into(),
+                )
+                .into());
             }
             return Ok(DataFrame::new(ctx.state(), plan));
         }
@@ -263,7 +264,7 @@ impl QueryEngine {
             .with_allow_dml(!self.options.read_only)
             .with_allow_statements(false)
             .verify_plan(&plan)
-            .map_err(df_status)?;
+            .map_err(|e| Status::from(Error::refused_by_sql_options(e)))?;
         ctx.execute_logical_plan(plan).await.map_err(df_status)
     }
 
@@ -341,7 +342,7 @@ impl QueryEngine {
             }
         }
         let Some((state, dml)) = first else {
-            return Err(Status::internal("no statement planned"));
+            return Err(Error::Internal("no statement planned".into()).into());
         };
         let mut union = LogicalPlanBuilder::from(dml.input.as_ref().clone());
         for input in inputs.into_iter().skip(1) {
@@ -422,7 +423,7 @@ impl QueryEngine {
         user: &str,
     ) -> Result<(SchemaRef, BoxStream<'static, Result<RecordBatch, Status>>), Status> {
         if self.was_cancelled(&ticket.query_id) {
-            return Err(Status::cancelled("query was cancelled"));
+            return Err(Error::Cancelled("query was cancelled".into()).into());
         }
         let permit = self.acquire().await?;
         let session = ticket.session.clone().unwrap_or_default();
@@ -506,12 +507,13 @@ impl QueryEngine {
         let permits = Arc::clone(&self.permits);
         match tokio::time::timeout(self.options.queue_timeout, permits.acquire_owned()).await {
             Ok(Ok(p)) => Ok(p),
-            _ => Err(Status::resource_exhausted(format!(
+            _ => Err(Error::Busy(format!(
                 "server busy: {} queries are running (max_concurrent_queries) and none finished \
                  within {}s; retry later",
                 self.options.max_concurrent_queries,
                 self.options.queue_timeout.as_secs()
-            ))),
+            ))
+            .into()),
         }
     }
 
@@ -606,12 +608,10 @@ fn write_count(batches: &[RecordBatch]) -> Result<u64, Status> {
     let mut total = 0u64;
     for b in batches {
         let Some(col) = b.column_by_name("count") else {
-            return Err(Status::internal("write returned no count column"));
+            return Err(Error::Internal("write returned no count column".into()).into());
         };
         let Some(counts) = col.as_any().downcast_ref::<UInt64Array>() else {
-            return Err(Status::internal(
-                "write returned a count that is not UInt64",
-            ));
+            return Err(Error::Internal("write returned a count that is not UInt64".into()).into());
         };
         total += counts.iter().flatten().sum::<u64>();
     }
@@ -678,9 +678,10 @@ impl Stream for QueryStream {
         if self.cancelled.as_mut().poll(cx).is_ready() {
             self.done = true;
             self.outcome = "cancelled";
-            return Poll::Ready(Some(Err(Status::cancelled(
-                "query cancelled (CancelFlightInfo / CancelQuery)",
-            ))));
+            return Poll::Ready(Some(Err(Error::Cancelled(
+                "query cancelled (CancelFlightInfo / CancelQuery)".into(),
+            )
+            .into())));
         }
         let next = self.inner.poll_next_unpin(cx);
         match &next {

@@ -4,9 +4,16 @@
 //! no foreign keys).
 //!
 //! Iceberg catalogs are listed through Petrel's async `Catalog` trait (never DataFusion's sync
-//! catalog API, which would block on IO). A table whose metadata cannot be loaded is skipped
-//! with a warning instead of failing the whole listing, so one broken table does not blank
-//! a BI tool's navigator.
+//! catalog API, which would block on IO and cannot report a failure). A catalog that cannot be
+//! listed fails the call with the catalog's error (UNAVAILABLE when its storage or database is
+//! down): it never looks like an empty catalog.
+//!
+//! A table whose metadata cannot be loaded when GetTables asks for schemas is still listed, so
+//! one broken table neither blanks a BI tool's navigator nor silently disappears from it: its
+//! `table_schema` is an empty schema whose metadata holds the error under
+//! [`TABLE_ERROR_METADATA_KEY`] (`<gRPC code>: <message>`, the message as a client would get it
+//! from a query: the table's name, the file relative to the table, no warehouse paths), and the
+//! server logs a warning naming the table.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -19,8 +26,12 @@ use petrel_table_provider::catalog::{Namespace, TableIdent};
 use tonic::Status;
 
 use crate::engine::{CatalogSource, QueryEngine};
-use crate::error::to_status;
+use crate::error::{Error, to_status};
 use crate::flight_sql::xdbc::{precision_scale, sql_type_name};
+
+/// The key of the `table_schema` metadata entry that holds why a table's schema could not be
+/// loaded (GetTables with `include_schema`; module docs).
+pub const TABLE_ERROR_METADATA_KEY: &str = "petrel:table_error";
 
 /// Table types Petrel reports.
 pub(crate) const TABLE_TYPES: &[&str] = &["TABLE", "VIEW"];
@@ -31,6 +42,13 @@ pub(crate) struct TableEntry {
     pub(crate) catalog: String,
     pub(crate) schema: String,
     pub(crate) table: String,
+}
+
+impl TableEntry {
+    /// `catalog.schema.table`.
+    pub(crate) fn display(&self) -> String {
+        format!("{}.{}.{}", self.catalog, self.schema, self.table)
+    }
 }
 
 /// SQL LIKE with `%` and `_` (and `\` escaping the next character).
@@ -64,13 +82,13 @@ fn catalogs_matching<'a>(
         .filter(move |(name, _)| filter.as_ref().is_none_or(|c| c == name))
 }
 
-/// Schema (namespace) names of one catalog.
-async fn schema_names(source: &CatalogSource) -> Result<Vec<String>, Status> {
+/// Schema (namespace) names of catalog `name`.
+async fn schema_names(name: &str, source: &CatalogSource) -> Result<Vec<String>, Status> {
     match source {
         CatalogSource::Iceberg(c) => Ok(c
             .list_namespaces()
             .await
-            .map_err(|e| to_status(&e))?
+            .map_err(|e| Error::from(e).context(format!("listing the schemas of catalog {name}")))?
             .iter()
             .map(Namespace::dotted)
             .collect()),
@@ -78,13 +96,17 @@ async fn schema_names(source: &CatalogSource) -> Result<Vec<String>, Status> {
     }
 }
 
-/// Table names of one schema.
-async fn table_names(source: &CatalogSource, schema: &str) -> Result<Vec<String>, Status> {
+/// Table names of one schema of catalog `name`.
+async fn table_names(
+    name: &str,
+    source: &CatalogSource,
+    schema: &str,
+) -> Result<Vec<String>, Status> {
     match source {
         CatalogSource::Iceberg(c) => Ok(c
             .list_tables(&Namespace::from_dotted(schema))
             .await
-            .map_err(|e| to_status(&e))?
+            .map_err(|e| Error::from(e).context(format!("listing the tables of {name}.{schema}")))?
             .into_iter()
             .map(|t| t.name)
             .collect()),
@@ -95,30 +117,28 @@ async fn table_names(source: &CatalogSource, schema: &str) -> Result<Vec<String>
     }
 }
 
-/// A table's Arrow schema (with field ids and real nullability for Iceberg tables).
-async fn table_schema(
-    source: &CatalogSource,
-    schema: &str,
-    table: &str,
-) -> Result<SchemaRef, Status> {
-    match source {
+/// A table's Arrow schema (with field ids and real nullability for Iceberg tables); errors name
+/// the table.
+async fn table_schema(source: &CatalogSource, entry: &TableEntry) -> Result<SchemaRef, Error> {
+    let (schema, table) = (&entry.schema, &entry.table);
+    let result = match source {
         CatalogSource::Iceberg(c) => {
-            let ident = TableIdent::new(Namespace::from_dotted(schema), table);
-            let loaded = c.load_table(&ident).await.map_err(|e| to_status(&e))?;
-            loaded.arrow_schema().map_err(|e| to_status(&e))
+            let ident = TableIdent::new(Namespace::from_dotted(schema), table.as_str());
+            match c.load_table(&ident).await {
+                Ok(loaded) => loaded.arrow_schema().map_err(Error::from),
+                Err(e) => Err(Error::from(e)),
+            }
         }
-        CatalogSource::DataFusion(p) => {
-            let s = p
-                .schema(schema)
-                .ok_or_else(|| Status::not_found(format!("schema {schema} not found")))?;
-            let t = s
-                .table(table)
-                .await
-                .map_err(|e| to_status(&e))?
-                .ok_or_else(|| Status::not_found(format!("table {schema}.{table} not found")))?;
-            Ok(t.schema())
-        }
-    }
+        CatalogSource::DataFusion(p) => match p.schema(schema) {
+            None => Err(Error::NotFound(format!("schema {schema} not found"))),
+            Some(s) => match s.table(table).await {
+                Ok(Some(t)) => Ok(t.schema()),
+                Ok(None) => Err(Error::NotFound("table not found".into())),
+                Err(e) => Err(Error::from(e)),
+            },
+        },
+    };
+    result.map_err(|e| e.in_table(entry.display()))
 }
 
 /// Catalog names.
@@ -139,7 +159,7 @@ pub(crate) async fn db_schemas(
     let pattern = cmd.db_schema_filter_pattern.clone();
     let mut b = cmd.into_builder();
     for (name, source) in catalogs_matching(engine, &catalog) {
-        for s in schema_names(source).await? {
+        for s in schema_names(name, source).await? {
             if matches(&pattern, &s) {
                 b.append(name, s);
             }
@@ -157,11 +177,11 @@ pub(crate) async fn list_tables(
 ) -> Result<Vec<(TableEntry, CatalogSource)>, Status> {
     let mut out = Vec::new();
     for (name, source) in catalogs_matching(engine, catalog) {
-        for s in schema_names(source).await? {
+        for s in schema_names(name, source).await? {
             if !matches(schema_pattern, &s) {
                 continue;
             }
-            for t in table_names(source, &s).await? {
+            for t in table_names(name, source, &s).await? {
                 if matches(table_pattern, &t) {
                     out.push((
                         TableEntry {
@@ -201,26 +221,30 @@ pub(crate) async fn tables(
         return b.build().map_err(|e| to_status(&e));
     }
     let empty = Schema::empty();
+    let read_only = engine.options().read_only;
     for (entry, source) in found {
         if include_schema {
-            match table_schema(&source, &entry.schema, &entry.table).await {
-                Ok(schema) => {
-                    let annotated = annotate_schema(&schema, &entry);
-                    b.append(
-                        &entry.catalog,
-                        &entry.schema,
-                        &entry.table,
-                        "TABLE",
-                        &annotated,
-                    )
-                    .map_err(|e| to_status(&e))?;
+            let schema = match table_schema(&source, &entry).await {
+                Ok(schema) => annotate_schema(&schema, &entry, read_only),
+                Err(e) => {
+                    let status = Status::from(e);
+                    tracing::warn!(
+                        table = %entry.display(),
+                        code = ?status.code(),
+                        error = %status.message(),
+                        "GetTables: a table's schema cannot be loaded; listed with its error"
+                    );
+                    failed_table_schema(&status)
                 }
-                Err(status) => tracing::warn!(
-                    table = %format!("{}.{}.{}", entry.catalog, entry.schema, entry.table),
-                    error = %status.message(),
-                    "GetTables: skipping a table whose schema cannot be loaded"
-                ),
-            }
+            };
+            b.append(
+                &entry.catalog,
+                &entry.schema,
+                &entry.table,
+                "TABLE",
+                &schema,
+            )
+            .map_err(|e| to_status(&e))?;
         } else {
             b.append(&entry.catalog, &entry.schema, &entry.table, "TABLE", &empty)
                 .map_err(|e| to_status(&e))?;
@@ -229,8 +253,19 @@ pub(crate) async fn tables(
     b.build().map_err(|e| to_status(&e))
 }
 
-/// Adds Flight SQL column metadata (`ARROW:FLIGHT:SQL:*`) to a table's fields.
-pub(crate) fn annotate_schema(schema: &Schema, entry: &TableEntry) -> Schema {
+/// The `table_schema` of a table whose schema cannot be loaded: no fields, the error in its
+/// metadata (module docs).
+fn failed_table_schema(status: &Status) -> Schema {
+    let error = format!("{:?}: {}", status.code(), status.message());
+    Schema::empty().with_metadata(HashMap::from([(
+        TABLE_ERROR_METADATA_KEY.to_string(),
+        error,
+    )]))
+}
+
+/// Adds Flight SQL column metadata (`ARROW:FLIGHT:SQL:*`) to a table's fields. Columns are
+/// writable (INSERT) unless the server is read-only.
+pub(crate) fn annotate_schema(schema: &Schema, entry: &TableEntry, read_only: bool) -> Schema {
     let fields: Vec<Field> = schema
         .fields()
         .iter()
@@ -264,7 +299,11 @@ pub(crate) fn annotate_schema(schema: &Schema, entry: &TableEntry) -> Schema {
                     "0".into()
                 },
             );
-            put(&mut md, "IS_READ_ONLY", "1".into());
+            put(
+                &mut md,
+                "IS_READ_ONLY",
+                if read_only { "1" } else { "0" }.into(),
+            );
             put(&mut md, "IS_SEARCHABLE", "1".into());
             if let Some(doc) = f
                 .metadata()
@@ -326,11 +365,14 @@ pub(crate) async fn primary_keys(
         .iter()
         .find(|(n, _)| *n == catalog)
         .map(|(_, s)| s.clone())
-        .ok_or_else(|| Status::not_found(format!("catalog {catalog:?} not found")))?;
+        .ok_or_else(|| Error::NotFound(format!("catalog {catalog:?} not found")))?;
     let mut names: Vec<String> = Vec::new();
     if let CatalogSource::Iceberg(c) = &source {
         let ident = TableIdent::new(Namespace::from_dotted(&schema), table.clone());
-        let loaded = c.load_table(&ident).await.map_err(|e| to_status(&e))?;
+        let loaded = c
+            .load_table(&ident)
+            .await
+            .map_err(|e| Error::from(e).in_table(format!("{catalog}.{ident}")))?;
         let iceberg_schema = loaded.metadata().current_schema();
         for id in iceberg_schema.identifier_field_ids() {
             if let Some(name) = iceberg_schema.name_by_field_id(id) {

@@ -4,6 +4,21 @@
 //! (`name@@version=…`, `name@@ref=…`, `name@@timestamp=…`); the schema provider resolves it
 //! to a provider reading that snapshot. DataFusion's listing calls are synchronous; they wait
 //! for the asynchronous catalog without blocking the runtime's other work.
+//!
+//! Errors are never turned into absence:
+//!
+//! - [`SchemaProvider::table`] answers a missing table with [`Error::NotFound`] naming it, not
+//!   `Ok(None)`: DataFusion would turn `None` into an untyped planning error ("table … not
+//!   found"), and a caller (the Flight SQL server) must tell a missing table from a bad query
+//!   without reading message text. Any other failure to load the table (storage outage, catalog
+//!   database down, corrupt metadata) is returned as it is, inside a DataFusion `Context` naming
+//!   the table.
+//! - [`CatalogProvider::schema`] answers `None` only when the catalog says the namespace does not
+//!   exist; when it cannot tell (its IO failed), it hands out the schema provider anyway, so the
+//!   table lookup that follows reports the catalog's real error instead of "no such schema".
+//! - DataFusion's listing calls (`schema_names`, `table_names`) cannot fail: on an error they log
+//!   it and return an empty list. Callers that must tell "empty" from "failed" (the server's
+//!   GetDbSchemas / GetTables) list through the async [`Catalog`] instead.
 
 use std::any::Any;
 use std::future::Future;
@@ -92,16 +107,18 @@ impl CatalogProvider for IcebergCatalogProvider {
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         let namespace = Namespace::from_dotted(name);
-        let exists = wait(self.catalog.namespace_exists(&namespace))
-            .and_then(Result::ok)
-            .unwrap_or(false);
-        exists.then(|| {
-            Arc::new(IcebergSchemaProvider {
-                catalog: Arc::clone(&self.catalog),
-                namespace,
-                planner: Arc::clone(&self.planner),
-            }) as Arc<dyn SchemaProvider>
-        })
+        match wait(self.catalog.namespace_exists(&namespace)) {
+            Some(Ok(false)) => return None,
+            Some(Ok(true)) => {}
+            // Unknown: the table lookup will report the catalog's error (module docs).
+            Some(Err(e)) => log::warn!("checking namespace {namespace} failed: {e}"),
+            None => log::warn!("checking namespace {namespace} failed: no runtime"),
+        }
+        Some(Arc::new(IcebergSchemaProvider {
+            catalog: Arc::clone(&self.catalog),
+            namespace,
+            planner: Arc::clone(&self.planner),
+        }))
     }
 }
 
@@ -138,8 +155,14 @@ impl SchemaProvider for IcebergSchemaProvider {
         let ident = TableIdent::new(self.namespace.clone(), name);
         let table = match self.catalog.load_table(&ident).await {
             Ok(table) => table,
-            Err(Error::NotFound(_)) => return Ok(None),
-            Err(e) => return Err(e.into()),
+            // Typed, and naming the table (module docs).
+            Err(e @ Error::NotFound(_)) => return Err(e.into()),
+            Err(e) => {
+                return Err(DataFusionError::Context(
+                    format!("table {ident}"),
+                    Box::new(e.into()),
+                ));
+            }
         };
         let provider = IcebergTableProvider::try_new(table, selector, Arc::clone(&self.planner))?
             .with_catalog(Arc::clone(&self.catalog));

@@ -13,7 +13,8 @@
 //! | an unknown table, namespace, snapshot or ref (`TableError::NotFound`)   | NOT_FOUND          |
 //! | CREATE of a table or namespace that exists                              | ALREADY_EXISTS     |
 //! | DROP of a namespace that is not empty                                   | FAILED_PRECONDITION|
-//! | every commit attempt lost to another writer (the client may retry)      | ABORTED            |
+//! | every commit attempt lost to another writer, or a row-level write whose |                    |
+//! | rows another commit changed (nothing committed: the client may retry)   | ABORTED            |
 //! | a commit whose outcome cannot be known (look before retrying)           | UNKNOWN            |
 //! | refused by the SQL policy or `--read-only`                              | PERMISSION_DENIED  |
 //! | memory limit, no execution slot                                         | RESOURCE_EXHAUSTED |
@@ -245,6 +246,8 @@ fn table_code(e: &TableError) -> Code {
         TableError::CommitConflict { .. } => Code::Aborted,
         // The commit may or may not have happened: the client must look before retrying.
         TableError::CommitStateUnknown { .. } => Code::Unknown,
+        // A row-level write whose rows another commit changed: nothing committed; run again.
+        TableError::ConcurrentModification { .. } => Code::Aborted,
         // The table exists; a file of it cannot be read or written.
         TableError::CorruptFile { .. } | TableError::WriteFailed { .. } => Code::Internal,
         TableError::ObjectStore(inner) => object_store_code(inner),

@@ -11,17 +11,20 @@
 //! - [`summary`]: snapshot summaries (`added-*`, `deleted-*`, `total-*`) as Iceberg Java writes
 //!   them.
 //! - [`removal`]: which files a snapshot removes, and the manifests rewritten to remove them.
-//! - [`producer`]: a new snapshot (append or overwrite): new data files in new manifests, the
-//!   parent's manifests carried over or rewritten, the manifest list and the new table metadata
-//!   (row lineage in format 3).
+//! - [`producer`]: a new snapshot (append, overwrite or row delta): new data files and delete
+//!   files in new manifests, the parent's manifests carried over or rewritten, the manifest list
+//!   and the new table metadata (row lineage in format 3).
 //! - [`retry`]: the commit loop: atomic swap through the catalog, retried on conflict.
+//! - [`validation`]: a row delta's conflict checks against the commits made since it read.
 
 pub mod avro_out;
 pub mod producer;
 pub mod removal;
 pub mod retry;
 pub mod summary;
+pub mod validation;
 
-pub use producer::{SnapshotAttempt, SnapshotChange, SnapshotProducer};
+pub use producer::{DeleteFile, SnapshotAttempt, SnapshotChange, SnapshotProducer};
 pub use removal::Removal;
 pub use retry::{CommitOutcome, RetryPolicy, commit_snapshot};
+pub use validation::RowDeltaCheck;

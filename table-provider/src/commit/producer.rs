@@ -1,43 +1,66 @@
 //! A new snapshot on `main`, produced the way Iceberg Java's snapshot producers make one: an
-//! append (`FastAppend`) or an overwrite that also removes files (`ReplacePartitions`).
+//! append (`FastAppend`), an overwrite that also removes files (`ReplacePartitions`,
+//! `OverwriteFiles`), or a row delta that adds delete files (`RowDelta`: position-delete files in
+//! format 2, deletion vectors in format 3), possibly with new data files and removals.
 //!
-//! The new data files go into new manifests once, under a snapshot id chosen once (the
-//! manifests record it). Each commit attempt then builds only what depends on the table as it
+//! The new data files go into a new data manifest, and the new delete files into new delete
+//! manifests (one per partition spec), once, under a snapshot id chosen once (the manifests
+//! record it). Each commit attempt then builds only what depends on the table as it
 //! is at that attempt: the current `main` snapshot's manifests with the [`Removal`] applied
 //! (manifests listing a removed file rewritten, the others carried unchanged), the manifest
 //! list (the new manifests first), the sequence number, the parent, the summary and, in format
 //! 3, the row range (`first-row-id` from the table's `next-row-id`; the manifest list writer
 //! assigns each new data manifest its first row id).
 //!
-//! Neither operation validates against concurrent commits, as in Java: an append only adds
-//! files, and a partition overwrite re-applies to the table as it is at each attempt (a file
-//! another writer added to a replaced partition meanwhile is replaced too, as Spark's dynamic
-//! overwrite does without an isolation level).
+//! No operation validates against concurrent commits here: an append only adds files, and a
+//! partition overwrite re-applies to the table as it is at each attempt (a file another writer
+//! added to a replaced partition meanwhile is replaced too, as Spark's dynamic overwrite does
+//! without an isolation level). Row deltas need validation before each attempt (the files read
+//! still there, no conflicting deletes since); that belongs to their caller's commit loop.
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use iceberg::spec::{
-    DataFile, FormatVersion, MAIN_BRANCH, ManifestFile, ManifestList, ManifestListWriter,
-    ManifestWriterBuilder, Operation, Snapshot, SnapshotRef, Summary, TableMetadata,
-    TableMetadataBuilder, UNASSIGNED_SEQUENCE_NUMBER,
+    DataContentType, DataFile, FormatVersion, MAIN_BRANCH, ManifestFile, ManifestList,
+    ManifestListWriter, ManifestWriterBuilder, Operation, Snapshot, SnapshotRef, Summary,
+    TableMetadata, TableMetadataBuilder, UNASSIGNED_SEQUENCE_NUMBER,
 };
 use uuid::Uuid;
 
 use super::avro_out::{BufferWrite, MemoryOutput};
 use super::removal::{Removal, RemovedFile, filter_manifests};
-use super::summary::{AddedFiles, snapshot_summary};
+use super::summary::{AddedFiles, is_deletion_vector, snapshot_summary};
+use super::validation::{RowDeltaCheck, validate_row_delta};
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 
-/// What a snapshot changes: the data files it adds (of the table's default partition spec) and
-/// the files it removes.
+/// What a snapshot changes: the data files it adds (of the table's default partition spec), the
+/// delete files it adds and the files it removes.
 #[derive(Debug, Clone, Default)]
 pub struct SnapshotChange {
     /// New data files.
     pub added: Vec<DataFile>,
+    /// New delete files: position-delete files (Parquet) in format 2, deletion vectors (Puffin,
+    /// at most one per data file) in format 3, equality-delete files in both.
+    pub added_deletes: Vec<DeleteFile>,
     /// Files of the current snapshot that go.
     pub removal: Removal,
+    /// For a row delta: what it read, checked against the commits made since before each
+    /// attempt ([`validate_row_delta`]).
+    pub row_delta_check: Option<RowDeltaCheck>,
+}
+
+/// A delete file to add, with the partition spec it was written for: the spec of the data files
+/// whose rows it deletes, which need not be the table's default spec (the `iceberg` crate's
+/// `DataFile` keeps its spec id to itself).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeleteFile {
+    /// The partition spec of `file`'s partition tuple.
+    pub spec_id: i32,
+    /// The delete file (content `PositionDeletes` or `EqualityDeletes`).
+    pub file: DataFile,
 }
 
 impl SnapshotChange {
@@ -45,13 +68,22 @@ impl SnapshotChange {
     pub fn append(files: Vec<DataFile>) -> Self {
         Self {
             added: files,
-            removal: Removal::Nothing,
+            ..Self::default()
         }
     }
 
-    /// The operation recorded in the snapshot summary.
+    /// The operation recorded in the snapshot summary, as Java's producers record it: `delete`
+    /// when delete files are added without data files (a merge-on-read DELETE, the delete files
+    /// it replaces removed), `overwrite` when data files are added with deletes (UPDATE, MERGE)
+    /// or files are removed (INSERT OVERWRITE, copy-on-write), `append` otherwise.
     pub fn operation(&self) -> Operation {
-        if self.removal.is_nothing() {
+        if !self.added_deletes.is_empty() {
+            if self.added.is_empty() {
+                Operation::Delete
+            } else {
+                Operation::Overwrite
+            }
+        } else if self.removal.is_nothing() {
             Operation::Append
         } else {
             Operation::Overwrite
@@ -67,6 +99,7 @@ pub struct SnapshotProducer {
     manifests: Vec<ManifestFile>,
     added: AddedFiles,
     removal: Removal,
+    row_delta_check: Option<RowDeltaCheck>,
     operation: Operation,
 }
 
@@ -86,7 +119,9 @@ impl SnapshotProducer {
         let operation = change.operation();
         let SnapshotChange {
             added: files,
+            added_deletes: deletes,
             removal,
+            row_delta_check,
         } = change;
         let metadata = base.metadata();
         let table = base.ident().to_string();
@@ -100,9 +135,10 @@ impl SnapshotProducer {
                 "writing to format-version 1 tables is not supported (upgrade to 2)".into(),
             ));
         }
+        check_added_files(metadata, &files, &deletes).map_err(unsupported)?;
         let snapshot_id = new_snapshot_id(metadata);
         let commit_id = Uuid::new_v4();
-        let added = AddedFiles::of(&files, metadata.default_partition_spec_id());
+        let added = AddedFiles::of(&files, metadata.default_partition_spec_id(), &deletes);
         let mut manifests = Vec::new();
         if !files.is_empty() {
             let location = format!("{}/metadata/{commit_id}-m0.avro", metadata.location());
@@ -124,12 +160,29 @@ impl SnapshotProducer {
             base.io().create(&location, output.bytes().await?).await?;
             manifests.push(manifest);
         }
+        let mut by_spec: BTreeMap<i32, Vec<DataFile>> = BTreeMap::new();
+        for delete in deletes {
+            by_spec.entry(delete.spec_id).or_default().push(delete.file);
+        }
+        for (spec_id, files) in by_spec {
+            let result = write_delete_manifest(base, snapshot_id, commit_id, spec_id, files).await;
+            match result {
+                Ok(manifest) => manifests.push(manifest),
+                Err(e) => {
+                    for manifest in &manifests {
+                        let _ = base.io().delete(&manifest.manifest_path).await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
         Ok(Self {
             snapshot_id,
             commit_id,
             manifests,
             added,
             removal,
+            row_delta_check,
             operation,
         })
     }
@@ -139,7 +192,8 @@ impl SnapshotProducer {
         self.snapshot_id
     }
 
-    /// The manifests written for the new files (deleted if the commit is abandoned).
+    /// The manifests written for the new data and delete files (deleted if the commit is
+    /// abandoned).
     pub fn manifest_paths(&self) -> impl Iterator<Item = &str> {
         self.manifests.iter().map(|m| m.manifest_path.as_str())
     }
@@ -154,6 +208,9 @@ impl SnapshotProducer {
                 base.ident(),
                 self.snapshot_id
             )));
+        }
+        if let Some(check) = &self.row_delta_check {
+            validate_row_delta(base, check).await?;
         }
         let parent = metadata.snapshot_for_ref(MAIN_BRANCH);
         let mut carried = Vec::new();
@@ -264,6 +321,108 @@ impl SnapshotProducer {
         .metadata;
         Ok((metadata, manifest_list))
     }
+}
+
+/// Writes the delete manifest of `files` (delete files of partition spec `spec_id`) for snapshot
+/// `snapshot_id`.
+async fn write_delete_manifest(
+    base: &LoadedTable,
+    snapshot_id: i64,
+    commit_id: Uuid,
+    spec_id: i32,
+    files: Vec<DataFile>,
+) -> Result<ManifestFile> {
+    let metadata = base.metadata();
+    let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "table {}: delete files of unknown partition spec {spec_id}",
+            base.ident()
+        ))
+    })?;
+    let location = format!(
+        "{}/metadata/{commit_id}-m-deletes-{spec_id}.avro",
+        metadata.location()
+    );
+    let output = MemoryOutput::new(location.clone());
+    let builder = ManifestWriterBuilder::new(
+        output.output_file(),
+        Some(snapshot_id),
+        Arc::clone(metadata.current_schema()),
+        spec.as_ref().clone(),
+    );
+    let mut writer = match metadata.format_version() {
+        FormatVersion::V3 => builder.build_v3_deletes(),
+        _ => builder.build_v2_deletes(),
+    };
+    for file in files {
+        writer.add_file(file, UNASSIGNED_SEQUENCE_NUMBER)?;
+    }
+    let manifest = writer.write_manifest_file().await?;
+    base.io().create(&location, output.bytes().await?).await?;
+    Ok(manifest)
+}
+
+/// Checks the files a snapshot adds against the table's format version, as Java's
+/// `MergingSnapshotProducer` does: data files are data, delete files are deletes; position
+/// deletes are Parquet files in format 2 and deletion vectors (Puffin, naming their data file and
+/// blob) in format 3, with at most one new deletion vector per data file.
+fn check_added_files(
+    metadata: &TableMetadata,
+    files: &[DataFile],
+    deletes: &[DeleteFile],
+) -> std::result::Result<(), String> {
+    if let Some(file) = files
+        .iter()
+        .find(|f| f.content_type() != DataContentType::Data)
+    {
+        return Err(format!("{} is not a data file", file.file_path()));
+    }
+    let v3 = metadata.format_version() == FormatVersion::V3;
+    let mut deletion_vectors = HashSet::new();
+    for DeleteFile { spec_id, file } in deletes {
+        let path = file.file_path();
+        if metadata.partition_spec_by_id(*spec_id).is_none() {
+            return Err(format!(
+                "delete file {path}: unknown partition spec {spec_id}"
+            ));
+        }
+        match file.content_type() {
+            DataContentType::Data => return Err(format!("{path} is not a delete file")),
+            DataContentType::EqualityDeletes => {}
+            DataContentType::PositionDeletes => {
+                let dv = is_deletion_vector(file);
+                if !v3 && dv {
+                    return Err(format!(
+                        "deletion vector {path}: deletion vectors need format version 3"
+                    ));
+                }
+                if v3 && !dv {
+                    return Err(format!(
+                        "position delete file {path}: format version 3 tables take deletion \
+                         vectors for position deletes"
+                    ));
+                }
+                if dv {
+                    let (Some(data_file), Some(_), Some(_)) = (
+                        file.referenced_data_file(),
+                        file.content_offset(),
+                        file.content_size_in_bytes(),
+                    ) else {
+                        return Err(format!(
+                            "deletion vector in {path}: referenced_data_file, content_offset and \
+                             content_size_in_bytes are required"
+                        ));
+                    };
+                    if !deletion_vectors.insert(data_file.clone()) {
+                        return Err(format!(
+                            "two new deletion vectors for data file {data_file}"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A new snapshot id as Java makes them (a random positive long), not used by the table yet.

@@ -16,13 +16,14 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, FormatVersion, Manifest, ManifestContentType,
-    ManifestEntry, ManifestFile, ManifestStatus, ManifestWriterBuilder, Schema, Struct, StructType,
+    DataContentType, DataFile, FormatVersion, Manifest, ManifestContentType, ManifestEntry,
+    ManifestFile, ManifestStatus, ManifestWriterBuilder, Schema, Struct, StructType,
     deserialize_data_file_from_json, serialize_data_file_to_json,
 };
 use uuid::Uuid;
 
 use super::avro_out::MemoryOutput;
+use super::summary::{content_size, is_deletion_vector};
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 
@@ -37,6 +38,10 @@ pub enum Removal {
     /// The data and delete files of these partitions, each named by its spec id and partition
     /// tuple (a dynamic `INSERT OVERWRITE`: the partitions the new files are in).
     Partitions(HashSet<(i32, Struct)>),
+    /// These data or delete files, by location exactly as the manifests record it (a row-level
+    /// operation: the deletion vectors and position-delete files it replaces with merged ones,
+    /// the data files copy-on-write rewrites).
+    Files(HashSet<String>),
 }
 
 impl Removal {
@@ -46,6 +51,7 @@ impl Removal {
             Self::Nothing => false,
             Self::Everything => true,
             Self::Partitions(set) => set.contains(&(spec_id, file.partition().clone())),
+            Self::Files(set) => set.contains(file.file_path()),
         }
     }
 
@@ -55,6 +61,7 @@ impl Removal {
             Self::Nothing => true,
             Self::Everything => false,
             Self::Partitions(set) => set.is_empty(),
+            Self::Files(set) => set.is_empty(),
         }
     }
 }
@@ -66,7 +73,8 @@ pub struct RemovedFile {
     pub content: DataContentType,
     /// Its rows (data files) or deletes (delete files).
     pub record_count: u64,
-    /// Its size.
+    /// Its size as summaries count it (a deletion vector's blob size, see
+    /// [`super::summary::content_size`]).
     pub file_size_in_bytes: u64,
     /// Whether it is a deletion vector (a position delete in a Puffin file).
     pub deletion_vector: bool,
@@ -151,8 +159,8 @@ pub async fn filter_manifests(
                 out.removed.push(RemovedFile {
                     content: entry.data_file.content_type(),
                     record_count: entry.data_file.record_count(),
-                    file_size_in_bytes: entry.data_file.file_size_in_bytes(),
-                    deletion_vector: entry.data_file.file_format() == DataFileFormat::Puffin,
+                    file_size_in_bytes: content_size(&entry.data_file),
+                    deletion_vector: is_deletion_vector(&entry.data_file),
                     partition: (spec_id, entry.data_file.partition().clone()),
                 });
                 writer.add_delete_file(entry.data_file, sequence_number, file_sequence_number)?;
@@ -171,6 +179,24 @@ pub async fn filter_manifests(
         out.written.push(location);
         out.manifests.push(rewritten);
     }
+    if let Removal::Files(paths) = removal
+        && out.removed.len() < paths.len()
+    {
+        // A file to remove is gone already: a concurrent commit removed or replaced it (Java's
+        // "Missing required files to delete").
+        for location in &out.written {
+            let _ = base.io().delete(location).await;
+        }
+        return Err(Error::ConcurrentModification {
+            table,
+            message: format!(
+                "{} of the {} files to remove are no longer in the table (a concurrent commit \
+                 removed them); run the statement again",
+                paths.len() - out.removed.len(),
+                paths.len()
+            ),
+        });
+    }
     Ok(out)
 }
 
@@ -183,6 +209,7 @@ fn partition_may_match(manifest: &ManifestFile, removal: &Removal) -> bool {
         Removal::Partitions(set) => set
             .iter()
             .any(|(spec_id, _)| *spec_id == manifest.partition_spec_id),
+        Removal::Files(set) => !set.is_empty(),
     }
 }
 

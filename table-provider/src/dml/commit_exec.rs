@@ -176,6 +176,7 @@ impl ExecutionPlan for IcebergCommitExec {
                     let change = SnapshotChange {
                         added: files,
                         removal,
+                        ..SnapshotChange::default()
                     };
                     commit_snapshot(catalog.as_ref(), table.clone(), change).await?;
                 }

@@ -248,7 +248,10 @@ impl QueryEngine {
         // Planning executes nothing; DDL would run in `SessionContext::sql`, so the plan is
         // checked (`policy`) before the context sees it.
         let state = ctx.state();
-        let plan = state.create_logical_plan(&text).await.map_err(df_status)?;
+        let plan = match state.create_logical_plan(&text).await {
+            Ok(plan) => plan,
+            Err(e) => return Err(crate::error::planning_error(&state, &text, e).await),
+        };
         let options = state.config().options();
         let policy = Policy {
             iceberg_catalogs: &self.iceberg_catalogs,

@@ -29,10 +29,14 @@
 //! UNIMPLEMENTED, `ResourcesExhausted` → RESOURCE_EXHAUSTED, `Execution`, `Internal`, Parquet and
 //! Avro errors → INTERNAL.
 //!
+//! A statement naming a table no catalog has is NOT_FOUND ([`planning_error`], by resolving the
+//! statement's names again, not by reading DataFusion's message).
+//!
 //! The message keeps the context chain (table, snapshot, the file relative to its table) so a
 //! user can act on it, with the server's paths cut out ([`redact`]: what a client sees of them).
 //! INTERNAL and UNAVAILABLE errors are logged in full.
 
+mod planning;
 mod redact;
 
 use std::error::Error as StdError;
@@ -43,6 +47,7 @@ use datafusion::object_store;
 use petrel_table_provider::Error as TableError;
 use tonic::{Code, Status};
 
+pub(crate) use planning::planning_error;
 pub(crate) use redact::redact;
 
 /// What went wrong while serving a request (see the module docs for the codes).

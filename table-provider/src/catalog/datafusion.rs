@@ -7,12 +7,11 @@
 //!
 //! Errors are never turned into absence:
 //!
-//! - [`SchemaProvider::table`] answers a missing table with [`Error::NotFound`] naming it, not
-//!   `Ok(None)`: DataFusion would turn `None` into an untyped planning error ("table … not
-//!   found"), and a caller (the Flight SQL server) must tell a missing table from a bad query
-//!   without reading message text. Any other failure to load the table (storage outage, catalog
-//!   database down, corrupt metadata) is returned as it is, inside a DataFusion `Context` naming
-//!   the table.
+//! - [`SchemaProvider::table`] answers `Ok(None)` only for a table the catalog says does not
+//!   exist (DataFusion asks for every name a statement mentions, table functions included, and
+//!   needs `None` for those). Any other failure to load the table (storage outage, catalog
+//!   database down, corrupt metadata) is returned as it is, inside a DataFusion `Context`
+//!   naming the table.
 //! - [`CatalogProvider::schema`] answers `None` only when the catalog says the namespace does not
 //!   exist; when it cannot tell (its IO failed), it hands out the schema provider anyway, so the
 //!   table lookup that follows reports the catalog's real error instead of "no such schema".
@@ -155,8 +154,7 @@ impl SchemaProvider for IcebergSchemaProvider {
         let ident = TableIdent::new(self.namespace.clone(), name);
         let table = match self.catalog.load_table(&ident).await {
             Ok(table) => table,
-            // Typed, and naming the table (module docs).
-            Err(e @ Error::NotFound(_)) => return Err(e.into()),
+            Err(Error::NotFound(_)) => return Ok(None),
             Err(e) => {
                 return Err(DataFusionError::Context(
                     format!("table {ident}"),

@@ -12,6 +12,10 @@
 //! - Merge-on-read: data files with deletes get position deletes / deletion vectors applied as
 //!   Parquet access plans and equality deletes as a per-batch filter (see [`crate::deletes`]);
 //!   equality key columns the query does not project are read for filtering and dropped.
+//! - Positional scans ([`IcebergTableProvider::positional`]): the same table with two more
+//!   columns, each row's data file (as the manifests name it) and its position in that file,
+//!   computed by the reader from its access plan. DELETE, UPDATE and MERGE find the rows they
+//!   change with them.
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
@@ -44,8 +48,8 @@ use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
 use crate::plan::{DeleteFileRef, DeleteKind, Predicate, ScanPlan, ScanPlanner, ScanRequest};
 use crate::scan::{
-    FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory, NanFreeColumns,
-    NanSafeReaderFactory, partitioned_file,
+    FILE_PATH_COLUMN, FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory,
+    NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, partitioned_file,
 };
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 use crate::write::data_file_writer::WriteSettings;
@@ -62,6 +66,8 @@ pub struct IcebergTableProvider {
     identity_everywhere: HashSet<i32>,
     /// The catalog the table came from: where writes commit (none: read-only).
     catalog: Option<Arc<dyn Catalog>>,
+    /// For a positional scan: the table's schema plus the file path and position columns.
+    positional_schema: Option<SchemaRef>,
 }
 
 impl IcebergTableProvider {
@@ -97,13 +103,47 @@ impl IcebergTableProvider {
             planner,
             identity_everywhere,
             catalog: None,
+            positional_schema: None,
         })
+    }
+
+    /// This table (same snapshot) as a positional scan: its columns, then
+    /// [`FILE_PATH_COLUMN`] (Utf8, the data file as the manifests name it) and
+    /// [`POSITION_COLUMN`] (Int64, the row's position in that file). Every data file is read
+    /// row group by row group without page-level pruning, so positions are exact; filters on
+    /// the table's columns still prune files and row groups.
+    pub fn positional(&self) -> Self {
+        let mut fields: Vec<Arc<Field>> = self.arrow_schema.fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new(
+            FILE_PATH_COLUMN,
+            DataType::Utf8,
+            false,
+        )));
+        fields.push(Arc::new(Field::new(
+            POSITION_COLUMN,
+            DataType::Int64,
+            false,
+        )));
+        Self {
+            positional_schema: Some(Arc::new(arrow::datatypes::Schema::new(fields))),
+            ..self.clone()
+        }
+    }
+
+    /// The Iceberg schema of the snapshot read.
+    pub fn iceberg_schema(&self) -> &iceberg::spec::SchemaRef {
+        &self.resolved.schema
     }
 
     /// The provider, writing through `catalog` (INSERT commits there).
     pub fn with_catalog(mut self, catalog: Arc<dyn Catalog>) -> Self {
         self.catalog = Some(catalog);
         self
+    }
+
+    /// The catalog writes commit through (none: the table is read-only here).
+    pub fn catalog(&self) -> Option<&Arc<dyn Catalog>> {
+        self.catalog.as_ref()
     }
 
     /// The table read.
@@ -159,7 +199,11 @@ impl TableProvider for IcebergTableProvider {
     }
 
     fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.arrow_schema)
+        Arc::clone(
+            self.positional_schema
+                .as_ref()
+                .unwrap_or(&self.arrow_schema),
+        )
     }
 
     fn table_type(&self) -> TableType {
@@ -173,6 +217,14 @@ impl TableProvider for IcebergTableProvider {
         Ok(filters
             .iter()
             .map(|f| {
+                // Filters on a positional scan's own columns stay above the scan.
+                let on_positions = self.positional_schema.is_some()
+                    && f.column_refs()
+                        .iter()
+                        .any(|c| c.name == FILE_PATH_COLUMN || c.name == POSITION_COLUMN);
+                if on_positions {
+                    return TableProviderFilterPushDown::Unsupported;
+                }
                 let (pred, complete) =
                     Predicate::from_filters(std::slice::from_ref(*f), &self.resolved.schema);
                 let mut keys = Vec::new();
@@ -260,13 +312,24 @@ impl TableProvider for IcebergTableProvider {
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let target_partitions = state.config().target_partitions();
+        let positional = self.positional_schema.is_some();
+        // A positional scan reads every row of the files it plans: no limit.
+        let limit = if positional { None } else { limit };
         let plan = self.plan(filters, limit, target_partitions).await?;
         let table_name = self.table.ident().to_string();
-        let projection: Vec<usize> = match projection {
+        let full_schema = self.schema();
+        let requested: Vec<usize> = match projection {
             Some(p) => p.clone(),
-            None => (0..self.arrow_schema.fields().len()).collect(),
+            None => (0..full_schema.fields().len()).collect(),
         };
-        let projected_schema = Arc::new(self.arrow_schema.project(&projection)?);
+        let projected_schema = Arc::new(full_schema.project(&requested)?);
+        // The table columns to read; a positional scan's own two columns come after them.
+        let table_columns = self.arrow_schema.fields().len();
+        let projection: Vec<usize> = requested
+            .iter()
+            .copied()
+            .filter(|i| *i < table_columns)
+            .collect();
         if plan.partitions.is_empty() {
             let empty: Arc<dyn ExecutionPlan> = Arc::new(EmptyExec::new(projected_schema));
             return Ok(Arc::new(IcebergScanExec::new(
@@ -277,7 +340,7 @@ impl TableProvider for IcebergTableProvider {
             )));
         }
 
-        let deletes = MergeLayout::new(&plan, &self.arrow_schema, &projection);
+        let deletes = MergeLayout::new(&plan, &self.arrow_schema, &projection, positional);
         let io = self.table.io();
         let mut store_url = None;
         let mut by_object_path = HashMap::new();
@@ -369,7 +432,18 @@ impl TableProvider for IcebergTableProvider {
         let unfiltered = config_of(unfiltered_source, vec![])?;
         let input: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
         let metrics = ExecutionPlanMetricsSet::new();
-        let merge = (!deletes.is_empty()).then(|| {
+        // Where each requested column is in the merge stream's inner batches: the table
+        // columns first (in `projection` order), then equality keys and the file index, then
+        // (positional scans) the file path and the position.
+        let inner_columns = deletes.inner_projection.len();
+        let output: Vec<usize> = requested
+            .iter()
+            .map(|i| match i.checked_sub(table_columns) {
+                None => projection.iter().position(|p| p == i).unwrap_or(0),
+                Some(extra) => inner_columns + extra,
+            })
+            .collect();
+        let merge = (!deletes.is_empty() || positional).then(|| {
             let merge = MergeOnRead::new(
                 table_name.clone(),
                 io.clone(),
@@ -381,15 +455,21 @@ impl TableProvider for IcebergTableProvider {
                 self.planner.delete_cache().clone(),
                 &metrics,
             );
+            let merge = if positional {
+                merge.for_positional_scan()
+            } else {
+                merge
+            };
             MergeSpec {
                 merge: Arc::new(merge),
-                output: (0..projection.len()).collect(),
+                output,
                 schema: Arc::clone(&projected_schema),
                 unfiltered: Arc::new(unfiltered),
                 predicate,
                 file_schema: Arc::clone(&self.arrow_schema),
                 adapter,
                 nan_free,
+                positional,
             }
         });
         Ok(Arc::new(IcebergScanExec::with_metrics(
@@ -423,11 +503,18 @@ struct MergeLayout {
 }
 
 impl MergeLayout {
-    fn new(plan: &ScanPlan, schema: &arrow::datatypes::Schema, projection: &[usize]) -> Self {
+    /// The layout of `plan` reading `projection`; with `every_file` (a positional scan) every
+    /// data file is listed, deletes or not.
+    fn new(
+        plan: &ScanPlan,
+        schema: &arrow::datatypes::Schema,
+        projection: &[usize],
+        every_file: bool,
+    ) -> Self {
         let mut files: Vec<FileDeletes> = Vec::new();
         let mut file_index: HashMap<String, usize> = HashMap::new();
         let mut groups: Vec<EqualityGroup> = Vec::new();
-        for task in plan.tasks().filter(|t| !t.deletes.is_empty()) {
+        for task in plan.tasks().filter(|t| every_file || !t.deletes.is_empty()) {
             if file_index.contains_key(&task.file.path) {
                 continue;
             }

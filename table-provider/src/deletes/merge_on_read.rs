@@ -129,6 +129,8 @@ pub struct MergeOnRead {
     /// Parsed deletes shared with other scans.
     cache: DeleteCache,
     metrics: DeleteMetrics,
+    /// A positional scan: every data file is read position by position (`scan::merge_stream`).
+    positional_scan: bool,
 }
 
 impl MergeOnRead {
@@ -163,7 +165,20 @@ impl MergeOnRead {
             equality: OnceCell::new(),
             cache,
             metrics: DeleteMetrics::new(metrics),
+            positional_scan: false,
         }
+    }
+
+    /// This state for a positional scan: every file (each of `files`, deletes or not) is read
+    /// as a positional run, so each row's position is known.
+    pub(crate) fn for_positional_scan(mut self) -> Self {
+        self.positional_scan = true;
+        self
+    }
+
+    /// The data file `index` as the manifests name it.
+    pub(crate) fn data_file_path(&self, index: usize) -> Option<&str> {
+        self.files.get(index).map(|f| f.path.as_str())
     }
 
     /// The data file index of an object path.
@@ -175,7 +190,7 @@ impl MergeOnRead {
     pub(crate) fn has_positional(&self, index: usize) -> bool {
         self.files
             .get(index)
-            .is_some_and(|f| !f.positional.is_empty())
+            .is_some_and(|f| self.positional_scan || !f.positional.is_empty())
     }
 
     /// Whether any data file has equality deletes.

@@ -20,4 +20,4 @@ pub use cache::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use index::DeleteFileIndex;
 pub(crate) use merge_on_read::key_type;
 pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};
-pub(crate) use position_filter::{PositionFilter, positional_plan};
+pub(crate) use position_filter::{DeletedPositions, PositionFilter, positional_plan};

@@ -18,8 +18,9 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use arrow::array::{BooleanArray, RecordBatch, RecordBatchOptions};
+use arrow::array::{BooleanArray, Int64Array, RecordBatch, RecordBatchOptions};
 use arrow::buffer::{BooleanBuffer, MutableBuffer};
+use arrow::error::ArrowError;
 use datafusion::datasource::physical_plan::parquet::{ParquetAccessPlan, RowGroupAccess};
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use roaring::RoaringTreemap;
@@ -67,6 +68,8 @@ pub(crate) struct PositionalPlan {
     pub(crate) keep: BooleanBuffer,
     /// Deleted rows the reader skips (never decoded).
     pub(crate) skipped_deleted: u64,
+    /// The positions the reader emits, in order, as ranges (a positional scan reports them).
+    pub(crate) emitted: Arc<[Range<u64>]>,
 }
 
 /// Plans the read of a file whose row groups hold `row_group_rows` rows, of which the reader
@@ -91,6 +94,12 @@ pub(crate) fn positional_plan(
     let mut emitted_rows = 0u64;
     let mut skipped_deleted = 0;
     let mut buffer = Vec::new();
+    let mut emitted: Vec<Range<u64>> = Vec::new();
+    let mut emit = |range: Range<u64>| match emitted.last_mut() {
+        Some(last) if last.end == range.start => last.end = range.end,
+        _ if range.is_empty() => {}
+        _ => emitted.push(range),
+    };
     let mut start = 0u64;
     for (index, &rows) in row_group_rows.iter().enumerate() {
         let (group_start, end) = (start, start + rows);
@@ -122,6 +131,7 @@ pub(crate) fn positional_plan(
                 if first > cursor {
                     selectors.push(RowSelector::select((first - cursor) as usize));
                     emitted_rows += first - cursor;
+                    emit(cursor..first);
                 }
                 selectors.push(RowSelector::skip(run));
                 skipped_deleted += run as u64;
@@ -135,6 +145,7 @@ pub(crate) fn positional_plan(
         }
         if cursor < end {
             emitted_rows += end - cursor;
+            emit(cursor..end);
             if !selectors.is_empty() {
                 selectors.push(RowSelector::select((end - cursor) as usize));
             }
@@ -149,6 +160,7 @@ pub(crate) fn positional_plan(
         access: ParquetAccessPlan::new(groups),
         keep: BooleanBuffer::new(keep.into(), 0, emitted_rows as usize),
         skipped_deleted,
+        emitted: emitted.into(),
     }
 }
 
@@ -160,6 +172,11 @@ pub(crate) struct PositionFilter {
     keep: BooleanBuffer,
     /// Rows of the keep-mask consumed.
     offset: usize,
+    /// The emitted positions (for [`PositionFilter::apply_with_positions`]).
+    emitted: Arc<[Range<u64>]>,
+    /// The range of `emitted` the next row is in, and how far into it.
+    range: usize,
+    into_range: u64,
 }
 
 impl PositionFilter {
@@ -168,7 +185,64 @@ impl PositionFilter {
         Self {
             keep: plan.keep.clone(),
             offset: 0,
+            emitted: Arc::clone(&plan.emitted),
+            range: 0,
+            into_range: 0,
         }
+    }
+
+    /// The positions in the data file of the next `rows` emitted rows.
+    fn next_positions(&mut self, rows: usize) -> Result<Vec<i64>, ArrowError> {
+        let mut out = Vec::with_capacity(rows);
+        while out.len() < rows {
+            let Some(range) = self.emitted.get(self.range) else {
+                return Err(ArrowError::ComputeError(format!(
+                    "the Parquet reader returned more rows than its access plan selects ({} \
+                     more)",
+                    rows - out.len()
+                )));
+            };
+            let start = range.start + self.into_range;
+            let take = (range.end - start).min((rows - out.len()) as u64);
+            out.extend((start..start + take).map(|p| p as i64));
+            self.into_range += take;
+            if range.start + self.into_range == range.end {
+                self.range += 1;
+                self.into_range = 0;
+            }
+        }
+        Ok(out)
+    }
+
+    /// `batch` without its deleted rows, the number of rows removed, and the position in the
+    /// data file of each row kept.
+    pub(crate) fn apply_with_positions(
+        &mut self,
+        batch: RecordBatch,
+    ) -> arrow::error::Result<(RecordBatch, usize, Int64Array)> {
+        let rows = batch.num_rows();
+        let positions = Int64Array::from(self.next_positions(rows)?);
+        let Some(keep) = self.next_mask(rows) else {
+            return Ok((batch, 0, positions));
+        };
+        let kept = keep.count_set_bits();
+        let keep = BooleanArray::new(keep, None);
+        let positions = arrow::compute::filter(&positions, &keep)?;
+        let positions = positions
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .cloned()
+            .ok_or_else(|| ArrowError::ComputeError("positions are not Int64".into()))?;
+        let batch = if batch.num_columns() == 0 {
+            RecordBatch::try_new_with_options(
+                batch.schema(),
+                vec![],
+                &RecordBatchOptions::new().with_row_count(Some(kept)),
+            )?
+        } else {
+            arrow::compute::filter_record_batch(&batch, &keep)?
+        };
+        Ok((batch, rows - kept, positions))
     }
 
     /// The keep-mask of the next `rows` emitted rows (`None`: keep them all).
@@ -368,6 +442,57 @@ mod tests {
             }
         }
         check(&deleted, &[100, 0, 200], &[true, true, true], 17);
+    }
+
+    #[test]
+    fn positions_of_kept_rows_are_reported() {
+        let mut deleted: Vec<u64> = (1000..6000).collect();
+        deleted.extend([3, 7, 12_000, 25_000]);
+        deleted.sort_unstable();
+        let row_groups = [10_000, 10_000, 10_000];
+        let scan = [true, false, true];
+        let mut expected = Vec::new();
+        let mut start = 0u64;
+        for (i, rows) in row_groups.iter().enumerate() {
+            if scan[i] {
+                expected
+                    .extend((start..start + rows).filter(|p| deleted.binary_search(p).is_err()));
+            }
+            start += rows;
+        }
+        let expected: Vec<i64> = expected.into_iter().map(|p| p as i64).collect();
+        for positions in both(&deleted) {
+            let plan = positional_plan(&positions, &row_groups, &scan);
+            let emitted_rows = emitted(&plan, &row_groups);
+            for batch_rows in [1, 333, 4096, 30_000] {
+                let mut filter = PositionFilter::new(&plan);
+                let mut reported: Vec<i64> = Vec::new();
+                let mut kept: Vec<i64> = Vec::new();
+                for chunk in emitted_rows.chunks(batch_rows) {
+                    let batch = RecordBatch::try_from_iter([(
+                        "pos",
+                        Arc::new(Int64Array::from(chunk.to_vec())) as _,
+                    )])
+                    .unwrap();
+                    let (batch, _, positions) = filter.apply_with_positions(batch).unwrap();
+                    kept.extend(batch.column(0).as_primitive::<Int64Type>().values().iter());
+                    reported.extend(positions.values().iter());
+                }
+                assert_eq!(reported, expected, "batch {batch_rows}");
+                assert_eq!(
+                    kept, expected,
+                    "batch {batch_rows}: rows and positions agree"
+                );
+            }
+            // One row more than planned is an error, not a wrong position.
+            let mut filter = PositionFilter::new(&plan);
+            let all = RecordBatch::try_from_iter([(
+                "pos",
+                Arc::new(Int64Array::from(vec![0i64; emitted_rows.len() + 1])) as _,
+            )])
+            .unwrap();
+            assert!(filter.apply_with_positions(all).is_err());
+        }
     }
 
     #[test]

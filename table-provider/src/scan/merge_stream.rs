@@ -14,11 +14,16 @@
 //! The next run is prepared (delete files loaded, footer fetched) while the current one
 //! streams. Equality deletes are applied last, to every batch, once the scan's equality sets
 //! are built.
+//!
+//! A **positional scan** (DELETE, UPDATE and MERGE find the rows they change with one) reads
+//! every file as a positional run, deletes or not, and appends to each batch the data file's
+//! path (as the manifests name it) and each row's position in it, both known from the run's
+//! access plan — never from a column stored in the data.
 
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Int64Array, RecordBatch, RecordBatchOptions, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::{
@@ -39,7 +44,14 @@ use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaData;
 
 use super::nan_safe_stats::{NanFreeColumns, nan_safe_metadata};
-use crate::deletes::{MergeOnRead, PositionFilter, positional_plan};
+use roaring::RoaringTreemap;
+
+use crate::deletes::{DeletedPositions, MergeOnRead, PositionFilter, positional_plan};
+
+/// Column of a positional scan holding each row's data file, as the manifests name it.
+pub const FILE_PATH_COLUMN: &str = "__petrel_file_path";
+/// Column of a positional scan holding each row's position in its data file.
+pub const POSITION_COLUMN: &str = "__petrel_pos";
 
 /// How many runs are prepared ahead of the one streaming.
 const RUNS_AHEAD: usize = 2;
@@ -65,6 +77,9 @@ pub struct MergeSpec {
     pub adapter: Arc<dyn PhysicalExprAdapterFactory>,
     /// Which float columns of which files may prune by their statistics.
     pub(crate) nan_free: Arc<NanFreeColumns>,
+    /// A positional scan: every inner batch gets the data file's path and the rows' positions
+    /// appended (as its last two columns, which `output` may then pick).
+    pub positional: bool,
 }
 
 /// A run of a partition's files read by one Parquet scan.
@@ -131,7 +146,24 @@ pub(crate) fn partition_stream(
         .try_flatten();
 
     if !spec.merge.has_equality() {
-        return Ok(batches.boxed());
+        if !spec.positional {
+            return Ok(batches.boxed());
+        }
+        let (output, schema) = (spec.output.clone(), Arc::clone(&spec.schema));
+        return Ok(batches
+            .map(move |batch| {
+                let batch = batch?;
+                let columns = output
+                    .iter()
+                    .map(|i| Arc::clone(batch.column(*i)))
+                    .collect();
+                Ok(RecordBatch::try_new_with_options(
+                    Arc::clone(&schema),
+                    columns,
+                    &RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+                )?)
+            })
+            .boxed());
     }
     let spec = spec.clone();
     let with_equality = async move {
@@ -172,9 +204,12 @@ async fn open_run(
         Run::Positional(file, index) => (*file, index),
     };
     let merge = Arc::clone(&spec.merge);
-    let Some(deleted) = merge.deleted_positions(index).await? else {
+    let deleted = match merge.deleted_positions(index).await? {
+        Some(deleted) => deleted,
+        // Read position by position all the same.
+        None if spec.positional => DeletedPositions::Bitmap(RoaringTreemap::new()),
         // Its delete files turned out to hold no position of it.
-        return Ok(scan(filtered, vec![file], ctx)?.boxed());
+        None => return Ok(scan(filtered, vec![file], ctx)?.boxed()),
     };
     let metadata = merge.data_file_metadata(index, &ctx).await?;
     let object_path = file.object_meta.location.as_ref();
@@ -211,6 +246,20 @@ async fn open_run(
     file.extensions = Some(Arc::new(plan.access.clone()));
     let mut filter = PositionFilter::new(&plan);
     let stream = scan(&spec.unfiltered, vec![file], ctx)?;
+    if spec.positional {
+        let path: Arc<str> = merge
+            .data_file_path(index)
+            .ok_or_else(|| DataFusionError::Internal(format!("no data file #{index}")))?
+            .into();
+        return Ok(stream
+            .map(move |batch| {
+                let (batch, removed, positions) = filter.apply_with_positions(batch?)?;
+                merge.record_removed_by_position(removed);
+                with_positions(batch, &path, positions)
+            })
+            .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
+            .boxed());
+    }
     Ok(stream
         .map(move |batch| {
             let (batch, removed) = filter.apply(batch?)?;
@@ -219,6 +268,36 @@ async fn open_run(
         })
         .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
         .boxed())
+}
+
+/// `batch` with the data file's `path` and the rows' `positions` appended as its last columns.
+fn with_positions(
+    batch: RecordBatch,
+    path: &Arc<str>,
+    positions: Int64Array,
+) -> DFResult<RecordBatch> {
+    let rows = batch.num_rows();
+    let mut fields: Vec<Arc<Field>> = batch.schema().fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new(
+        FILE_PATH_COLUMN,
+        DataType::Utf8,
+        false,
+    )));
+    fields.push(Arc::new(Field::new(
+        POSITION_COLUMN,
+        DataType::Int64,
+        false,
+    )));
+    let mut columns = batch.columns().to_vec();
+    columns.push(Arc::new(StringArray::from_iter_values(
+        std::iter::repeat_n(path.as_ref(), rows),
+    )));
+    columns.push(Arc::new(positions));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::new(Schema::new(fields)),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
 }
 
 /// The pushed filters as a row-group pruning predicate over one data file's own schema, as

@@ -13,7 +13,7 @@ mod schema_mapping;
 pub use exec::IcebergScanExec;
 pub use footer_rewrite::{FooterRewrite, FooterRewritingReaderFactory};
 pub use leaf_projection::{LeafProjectingReaderFactory, LeafProjection};
-pub use merge_stream::MergeSpec;
+pub use merge_stream::{FILE_PATH_COLUMN, MergeSpec, POSITION_COLUMN};
 pub(crate) use nan_safe_stats::{NanFreeColumns, NanSafeReaderFactory};
 pub use narrow_rule::NarrowStructColumns;
 pub use reader::NamedFileReaderFactory;

@@ -89,6 +89,16 @@ pub enum Error {
         message: String,
     },
 
+    /// A row-level write whose rows were changed by a commit made after it read them (see
+    /// `commit::validation`): nothing was committed; run the statement again.
+    #[error("table {table}: conflicting concurrent commit: {message}")]
+    ConcurrentModification {
+        /// The table written to.
+        table: String,
+        /// What the other commit did.
+        message: String,
+    },
+
     /// Object store IO failure.
     #[error("object store: {0}")]
     ObjectStore(#[from] object_store::Error),

@@ -3,6 +3,7 @@
 use arrow::datatypes::{DataType, TimeUnit};
 use arrow_flight::sql::metadata::{XdbcTypeInfo, XdbcTypeInfoData, XdbcTypeInfoDataBuilder};
 use arrow_flight::sql::{Nullable, Searchable, XdbcDataType, XdbcDatetimeSubcode};
+use tonic::Status;
 
 /// The SQL type name a client shows for an Arrow type (`ARROW:FLIGHT:SQL:TYPE_NAME`).
 pub(crate) fn sql_type_name(dt: &DataType) -> String {
@@ -117,7 +118,14 @@ fn ty(
 }
 
 /// The types Petrel returns (what Iceberg columns become), for GetXdbcTypeInfo.
+/// [`try_xdbc_type_info_data`], for callers that cannot handle its (impossible) error.
 pub(crate) fn xdbc_type_info_data() -> XdbcTypeInfoData {
+    #[allow(clippy::expect_used)]
+    try_xdbc_type_info_data().expect("static table is well-formed")
+}
+
+/// Builds the table.
+pub(crate) fn try_xdbc_type_info_data() -> Result<XdbcTypeInfoData, Status> {
     use XdbcDataType as X;
     let full = Searchable::Full;
     let basic = Searchable::Basic;
@@ -272,5 +280,6 @@ pub(crate) fn xdbc_type_info_data() -> XdbcTypeInfoData {
     for t in list {
         b.append(t);
     }
-    b.build().expect("static XDBC table is well-formed")
+    b.build()
+        .map_err(|e| Status::internal(format!("building the XDBC type table: {e}")))
 }

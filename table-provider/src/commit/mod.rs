@@ -25,6 +25,6 @@ pub mod summary;
 pub mod validation;
 
 pub use producer::{DeleteFile, SnapshotAttempt, SnapshotChange, SnapshotProducer};
-pub use removal::Removal;
+pub use removal::{FileKey, Removal};
 pub use retry::{CommitOutcome, RetryPolicy, commit_snapshot};
 pub use validation::RowDeltaCheck;

@@ -38,10 +38,44 @@ pub enum Removal {
     /// The data and delete files of these partitions, each named by its spec id and partition
     /// tuple (a dynamic `INSERT OVERWRITE`: the partitions the new files are in).
     Partitions(HashSet<(i32, Struct)>),
-    /// These data or delete files, by location exactly as the manifests record it (a row-level
-    /// operation: the deletion vectors and position-delete files it replaces with merged ones,
-    /// the data files copy-on-write rewrites).
-    Files(HashSet<String>),
+    /// These data or delete files (a row-level operation: the deletion vectors and
+    /// position-delete files it replaces with merged ones, the data files copy-on-write
+    /// rewrites). A deletion vector is named with its blob's offset: the other vectors of its
+    /// Puffin file stay.
+    Files(HashSet<FileKey>),
+}
+
+/// A live file of a table as a removal names it: its location exactly as the manifests record
+/// it and, for a deletion vector (one blob of a Puffin file that may hold the vectors of other
+/// data files), its blob's `content_offset`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FileKey {
+    /// The file's location.
+    pub path: String,
+    /// The blob's offset for a deletion vector; `None` for any other file.
+    pub content_offset: Option<i64>,
+}
+
+impl FileKey {
+    /// The key of `file` (with its blob offset if it is a deletion vector).
+    pub fn of(file: &DataFile) -> Self {
+        Self {
+            path: file.file_path().to_string(),
+            content_offset: if is_deletion_vector(file) {
+                file.content_offset()
+            } else {
+                None
+            },
+        }
+    }
+
+    /// The key of a data file or position-delete file at `path`.
+    pub fn path(path: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            content_offset: None,
+        }
+    }
 }
 
 impl Removal {
@@ -51,7 +85,7 @@ impl Removal {
             Self::Nothing => false,
             Self::Everything => true,
             Self::Partitions(set) => set.contains(&(spec_id, file.partition().clone())),
-            Self::Files(set) => set.contains(file.file_path()),
+            Self::Files(set) => set.contains(&FileKey::of(file)),
         }
     }
 
@@ -108,6 +142,7 @@ pub async fn filter_manifests(
     }
     let table = base.ident().to_string();
     let version = base.metadata().format_version();
+    let mut removed_keys = Vec::new();
     for manifest_file in current {
         let may_hold = manifest_file.has_added_files() || manifest_file.has_existing_files();
         if !may_hold || !partition_may_match(&manifest_file, removal) {
@@ -156,6 +191,7 @@ pub async fn filter_manifests(
                 .unwrap_or(manifest_file.sequence_number);
             let file_sequence_number = entry.file_sequence_number;
             if removal.removes(spec_id, &entry.data_file) {
+                removed_keys.push(FileKey::of(&entry.data_file));
                 out.removed.push(RemovedFile {
                     content: entry.data_file.content_type(),
                     record_count: entry.data_file.record_count(),
@@ -179,23 +215,26 @@ pub async fn filter_manifests(
         out.written.push(location);
         out.manifests.push(rewritten);
     }
-    if let Removal::Files(paths) = removal
-        && out.removed.len() < paths.len()
-    {
-        // A file to remove is gone already: a concurrent commit removed or replaced it (Java's
-        // "Missing required files to delete").
-        for location in &out.written {
-            let _ = base.io().delete(location).await;
+    if let Removal::Files(keys) = removal {
+        let found: HashSet<FileKey> = removed_keys.into_iter().collect();
+        let missing: Vec<&FileKey> = keys.iter().filter(|k| !found.contains(*k)).collect();
+        if let Some(first) = missing.first() {
+            // A file to remove is gone already: a concurrent commit removed or replaced it
+            // (Java's "Missing required files to delete").
+            for location in &out.written {
+                let _ = base.io().delete(location).await;
+            }
+            return Err(Error::ConcurrentModification {
+                table,
+                message: format!(
+                    "{} of the {} files to remove are no longer in the table, {} among them \
+                     (a concurrent commit removed them); run the statement again",
+                    missing.len(),
+                    keys.len(),
+                    first.path
+                ),
+            });
         }
-        return Err(Error::ConcurrentModification {
-            table,
-            message: format!(
-                "{} of the {} files to remove are no longer in the table (a concurrent commit \
-                 removed them); run the statement again",
-                paths.len() - out.removed.len(),
-                paths.len()
-            ),
-        });
     }
     Ok(out)
 }

@@ -145,7 +145,7 @@ impl WriteSettings {
 }
 
 /// `write.parquet.compression-codec` (and `-level`) as Parquet compression.
-fn compression(codec: &str, level: Option<i32>) -> Option<Compression> {
+pub(crate) fn compression(codec: &str, level: Option<i32>) -> Option<Compression> {
     Some(match codec.to_ascii_lowercase().as_str() {
         "zstd" => Compression::ZSTD(match level {
             Some(l) => ZstdLevel::try_new(l).ok()?,

@@ -1,6 +1,10 @@
 //! Writing Iceberg data files: what a writer computes for each file it writes.
 //!
 //! - [`data_file_writer`]: one partition's rows as rolling Parquet files with exact metrics.
+//! - [`position_deletes`]: position-delete files (format 2): `(file_path, pos)` rows in Parquet,
+//!   with the metrics and `referenced_data_file` Iceberg Java writes.
+//! - [`deletion_vector`]: deletion vectors (format 3): `deletion-vector-v1` blobs in one Puffin
+//!   file, one per data file.
 //! - [`metrics`]: exact column metrics from the Arrow data (counts, NaN counts, bounds truncated
 //!   as Iceberg Java truncates them), honouring the table's metrics configuration.
 //! - [`partition_path`]: the partition directory of a data file, spelt as Iceberg Java spells it
@@ -8,6 +12,8 @@
 //! - [`partitioner`]: batches split by partition (the spec's transforms over Arrow arrays).
 
 pub mod data_file_writer;
+pub mod deletion_vector;
 pub mod metrics;
 pub mod partition_path;
 pub mod partitioner;
+pub mod position_deletes;

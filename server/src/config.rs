@@ -141,6 +141,17 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_TOKEN_TTL_SECS")]
     pub token_ttl_secs: Option<u64>,
 
+    /// Secret (hex or base64, at least 16 bytes) that signs tickets and prepared-statement
+    /// handles; give every server behind one load balancer the same. Random per process when
+    /// unset: tickets then work only on the server that issued them.
+    #[arg(long, env = "PETREL_TICKET_SECRET", hide_env_values = true)]
+    pub ticket_secret: Option<String>,
+
+    /// Flight sessions (SetSessionOptions) kept at most; one more forgets the least recently
+    /// used [default: 10000].
+    #[arg(long, env = "PETREL_MAX_SESSIONS")]
+    pub max_sessions: Option<usize>,
+
     /// Allow serving without authentication on a non-loopback address [default: false].
     #[arg(long, env = "PETREL_ALLOW_UNAUTHENTICATED_REMOTE")]
     pub allow_unauthenticated_remote: bool,
@@ -222,6 +233,10 @@ pub struct FileConfig {
     pub allow_unauthenticated_remote: Option<bool>,
     /// Refuse every write.
     pub read_only: Option<bool>,
+    /// Ticket and handle signing secret (hex or base64).
+    pub ticket_secret: Option<String>,
+    /// Sessions kept at most.
+    pub max_sessions: Option<usize>,
     /// Catalogs.
     #[serde(default, rename = "catalog")]
     pub catalogs: Vec<CatalogConfig>,
@@ -321,6 +336,10 @@ pub struct ServerConfig {
     pub token_secret: Option<String>,
     /// Token lifetime.
     pub token_ttl_secs: u64,
+    /// Ticket and handle signing secret as configured (hex or base64; None: random).
+    pub ticket_secret: Option<String>,
+    /// Sessions kept at most.
+    pub max_sessions: usize,
     /// Serve without auth on a non-loopback address.
     pub allow_unauthenticated_remote: bool,
     /// TLS settings.
@@ -404,6 +423,16 @@ queue_timeout_secs = 30
 # DataFusion target partitions, the parallelism of one query (PETREL_TARGET_PARTITIONS).
 # Default: the number of cores.
 # target_partitions = 4
+
+# Secret that signs tickets and prepared-statement handles (PETREL_TICKET_SECRET): hex or
+# base64, at least 16 bytes (`openssl rand -hex 32`). Give every server behind one load
+# balancer the same one. Default: random per process, so a ticket works only on the server
+# that issued it, until it restarts.
+# ticket_secret = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
+# Flight sessions (SetSessionOptions: current catalog and schema) kept at most
+# (PETREL_MAX_SESSIONS); one more forgets the least recently used.
+max_sessions = 10000
 
 # Catalogs, in order (none: the embedded default). `--warehouse DIR` (PETREL_WAREHOUSE) adds a
 # filesystem catalog named `iceberg`.
@@ -519,6 +548,17 @@ impl ServeArgs {
         if max_concurrent_queries == 0 {
             return Err("max_concurrent_queries must be at least 1".into());
         }
+        let ticket_secret = self.ticket_secret.clone().or(file.ticket_secret.clone());
+        if let Some(secret) = &ticket_secret {
+            crate::tickets::parse_secret(secret)?;
+        }
+        let max_sessions = self
+            .max_sessions
+            .or(file.max_sessions)
+            .unwrap_or(crate::session::DEFAULT_MAX_SESSIONS);
+        if max_sessions == 0 {
+            return Err("max_sessions must be at least 1".into());
+        }
         Ok(ServerConfig {
             bind,
             catalogs,
@@ -538,6 +578,8 @@ impl ServeArgs {
                 .token_ttl_secs
                 .or(file.auth.token_ttl_secs)
                 .unwrap_or(DEFAULT_TOKEN_TTL_SECS),
+            ticket_secret,
+            max_sessions,
             allow_unauthenticated_remote: self.allow_unauthenticated_remote
                 || file.allow_unauthenticated_remote.unwrap_or(false),
             tls,

@@ -8,6 +8,11 @@
 //! An entry is used once (a second DoGet of the same ticket plans again), must match the
 //! ticket's SQL and session exactly, and expires after [`PLAN_TTL`]; at most
 //! [`PLAN_CAPACITY`] are kept.
+//!
+//! Tickets are signed and bound to their user (`tickets`), so only the client a ticket was
+//! issued to can present its query id here. Even so, a lookup whose ticket differs from the
+//! kept one in anything (SQL, session, parameters) leaves the entry alone: a ticket that merely
+//! reuses a query id can neither take nor evict another statement's plan.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -62,16 +67,15 @@ impl PlanCache {
     }
 
     /// The plan kept for exactly `ticket`, removed; `None` when there is none (or it expired).
+    /// An entry with the same query id but another ticket stays.
     pub(crate) fn take(&self, ticket: &StatementTicket) -> Option<Planned> {
         if ticket.query_id.is_empty() {
             return None;
         }
         let mut entries = lock(&self.entries);
-        let at = entries
-            .iter()
-            .position(|e| e.ticket.query_id == ticket.query_id)?;
+        let at = entries.iter().position(|e| e.ticket == *ticket)?;
         let entry = entries.remove(at)?;
-        (entry.ticket == *ticket && entry.at.elapsed() < PLAN_TTL).then_some(entry.planned)
+        (entry.at.elapsed() < PLAN_TTL).then_some(entry.planned)
     }
 
     /// Plans kept now.
@@ -118,8 +122,11 @@ mod tests {
     async fn a_ticket_with_other_sql_or_parameters_is_planned_again() {
         let cache = PlanCache::default();
         cache.insert(&ticket(b"q2", "SELECT 1"), planned("SELECT 1").await);
-        // Same query id, different SQL (a forged or corrupted ticket): not served, dropped.
+        // Same query id, different SQL (a forged or corrupted ticket): not served, and the
+        // genuine ticket's plan is not evicted either.
         assert!(cache.take(&ticket(b"q2", "SELECT 2")).is_none());
+        assert_eq!(cache.len(), 1);
+        assert!(cache.take(&ticket(b"q2", "SELECT 1")).is_some());
         assert_eq!(cache.len(), 0);
         let mut with_params = ticket(b"q3", "SELECT $1");
         with_params.parameters = Bytes::from_static(b"rows");

@@ -20,6 +20,7 @@ use crate::flight_sql::service::PetrelService;
 use crate::memory::ServerMemory;
 use crate::proto::petrel::SessionDefaults;
 use crate::session::SessionStore;
+use crate::tickets::TicketSigner;
 
 /// Largest gRPC message accepted or sent (prepared-statement handles carry bound parameters).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
@@ -127,7 +128,17 @@ pub fn service(
     defaults: SessionDefaults,
     auth: Arc<Authenticator>,
 ) -> FlightServiceServer<PetrelService> {
-    let inner = PetrelFlightSql::new(engine, Arc::new(SessionStore::new(defaults)));
+    service_with(engine, SessionStore::new(defaults), auth)
+}
+
+/// [`service`] with its session store (capacity); tickets are signed with `auth`'s signer.
+pub fn service_with(
+    engine: Arc<QueryEngine>,
+    sessions: SessionStore,
+    auth: Arc<Authenticator>,
+) -> FlightServiceServer<PetrelService> {
+    let tickets = Arc::clone(auth.tickets());
+    let inner = PetrelFlightSql::new(engine, Arc::new(sessions), tickets);
     FlightServiceServer::new(PetrelService::new(inner, auth))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
@@ -138,11 +149,14 @@ pub async fn serve(
     cfg: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    let auth = Arc::new(Authenticator::new(
-        &cfg.users,
-        cfg.token_secret.as_deref(),
-        Duration::from_secs(cfg.token_ttl_secs),
-    )?);
+    let auth = Arc::new(
+        Authenticator::new(
+            &cfg.users,
+            cfg.token_secret.as_deref(),
+            Duration::from_secs(cfg.token_ttl_secs),
+        )?
+        .with_ticket_signer(TicketSigner::from_config(cfg.ticket_secret.as_deref())?),
+    );
     if !auth.enabled() && !cfg.bind.ip().is_loopback() && !cfg.allow_unauthenticated_remote {
         return Err(format!(
             "refusing to serve {} without authentication: configure [[user]] entries \
@@ -194,7 +208,11 @@ pub async fn serve(
             .map_err(|e| format!("port file {}: {e}", path.display()))?;
     }
     builder
-        .add_service(service(engine, defaults, auth))
+        .add_service(service_with(
+            engine,
+            SessionStore::new(defaults).with_capacity(cfg.max_sessions),
+            auth,
+        ))
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
         .map_err(|e| format!("server error: {e}"))?;

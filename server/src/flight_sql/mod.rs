@@ -48,7 +48,7 @@ use crate::engine::QueryEngine;
 use crate::error::to_status;
 use crate::session::SessionStore;
 use crate::telemetry::query_failed;
-use crate::tickets::{WRITE_RESULT_TYPE_URL, decode_handle, decode_statement, decode_write_result};
+use crate::tickets::{TicketSigner, Tickets, WRITE_RESULT_TYPE_URL};
 use bytes::Bytes;
 use statement::{DoGetStream, Logged, SchemaOnly, flight_info, one_batch, write_count_batch};
 
@@ -79,6 +79,7 @@ pub struct PetrelFlightSql {
     sql_info: SqlInfoData,
     xdbc: XdbcTypeInfoData,
     bound: prepared::BoundParameters,
+    tickets: Arc<TicketSigner>,
 }
 
 impl std::fmt::Debug for PetrelFlightSql {
@@ -90,8 +91,13 @@ impl std::fmt::Debug for PetrelFlightSql {
 }
 
 impl PetrelFlightSql {
-    /// Handlers over `engine`, with sessions from `sessions`.
-    pub fn new(engine: Arc<QueryEngine>, sessions: Arc<SessionStore>) -> Self {
+    /// Handlers over `engine`, with sessions from `sessions`, sealing tickets and handles with
+    /// `tickets`.
+    pub fn new(
+        engine: Arc<QueryEngine>,
+        sessions: Arc<SessionStore>,
+        tickets: Arc<TicketSigner>,
+    ) -> Self {
         let read_only = engine.options().read_only;
         Self {
             engine,
@@ -99,7 +105,13 @@ impl PetrelFlightSql {
             sql_info: sql_info::sql_info_data(read_only),
             xdbc: xdbc::xdbc_type_info_data(),
             bound: prepared::BoundParameters::default(),
+            tickets,
         }
+    }
+
+    /// The signer of tickets and handles.
+    pub fn ticket_signer(&self) -> &TicketSigner {
+        &self.tickets
     }
 
     /// The engine.
@@ -145,9 +157,21 @@ pub(crate) fn caller<T>(request: &Request<T>) -> String {
     }
 }
 
-/// The SQL of a prepared-statement handle (for the log of a failure; empty if malformed).
-fn handle_sql(handle: &[u8]) -> String {
-    decode_handle(handle).map(|h| h.sql).unwrap_or_default()
+/// Who made a call, as [`service::PetrelService`] authenticated it: tickets are bound to it.
+pub(crate) fn identity<T>(request: &Request<T>) -> Identity {
+    request
+        .extensions()
+        .get::<Identity>()
+        .cloned()
+        .unwrap_or(Identity::Anonymous)
+}
+
+/// The SQL of a prepared-statement handle (for the log of a failure; empty if invalid).
+fn handle_sql(tickets: Tickets<'_>, handle: &[u8]) -> String {
+    tickets
+        .open_handle(handle)
+        .map(|h| h.sql)
+        .unwrap_or_default()
 }
 
 #[tonic::async_trait]
@@ -166,9 +190,11 @@ impl FlightSqlService for PetrelFlightSql {
         }
         let session = self.sessions.current(&request);
         let user = caller(&request);
+        let who = identity(&request);
         let schema_only = request.extensions().get::<SchemaOnly>().is_some();
         let (info, _) = statement::plan_statement(
             &self.engine,
+            Tickets::new(&self.tickets, &who),
             &query.query,
             session,
             &user,
@@ -184,7 +210,8 @@ impl FlightSqlService for PetrelFlightSql {
         ticket: TicketStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let t = decode_statement(&ticket.statement_handle)?;
+        let who = identity(&request);
+        let t = Tickets::new(&self.tickets, &who).open_statement(&ticket.statement_handle)?;
         Ok(Response::new(
             statement::execute_ticket(&self.engine, t, &caller(&request)).await?,
         ))
@@ -192,12 +219,13 @@ impl FlightSqlService for PetrelFlightSql {
 
     async fn do_get_fallback(
         &self,
-        _request: Request<Ticket>,
+        request: Request<Ticket>,
         message: arrow_flight::sql::Any,
     ) -> Result<Response<DoGetStream>, Status> {
         if message.type_url == WRITE_RESULT_TYPE_URL {
             // A write that already ran: its count, as often as asked; nothing runs again.
-            let t = decode_write_result(&message.value)?;
+            let who = identity(&request);
+            let t = Tickets::new(&self.tickets, &who).open_write_result(&message.value)?;
             return Self::batch(write_count_batch(t.count));
         }
         Err(Status::invalid_argument(format!(
@@ -252,9 +280,15 @@ impl FlightSqlService for PetrelFlightSql {
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
         let session = self.sessions.current(&request);
         let (user, sql) = (caller(&request), query.query.clone());
-        prepared::create(&self.engine, query, session)
-            .await
-            .inspect_err(|s| query_failed(None, &user, &sql, s))
+        let who = identity(&request);
+        prepared::create(
+            &self.engine,
+            Tickets::new(&self.tickets, &who),
+            query,
+            session,
+        )
+        .await
+        .inspect_err(|s| query_failed(None, &user, &sql, s))
     }
 
     async fn do_action_close_prepared_statement(
@@ -271,13 +305,21 @@ impl FlightSqlService for PetrelFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<PeekableFlightDataStream>,
     ) -> Result<DoPutPreparedStatementResult, Status> {
+        let who = identity(&request);
+        let tickets = Tickets::new(&self.tickets, &who);
         let (user, sql) = (
             caller(&request),
-            handle_sql(&query.prepared_statement_handle),
+            handle_sql(tickets, &query.prepared_statement_handle),
         );
-        prepared::bind(&self.engine, &self.bound, query, request.into_inner())
-            .await
-            .inspect_err(|s| query_failed(None, &user, &sql, s))
+        prepared::bind(
+            &self.engine,
+            tickets,
+            &self.bound,
+            query,
+            request.into_inner(),
+        )
+        .await
+        .inspect_err(|s| query_failed(None, &user, &sql, s))
     }
 
     async fn get_flight_info_prepared_statement(
@@ -285,10 +327,16 @@ impl FlightSqlService for PetrelFlightSql {
         cmd: CommandPreparedStatementQuery,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let (user, sql) = (caller(&request), handle_sql(&cmd.prepared_statement_handle));
+        let who = identity(&request);
+        let tickets = Tickets::new(&self.tickets, &who);
+        let (user, sql) = (
+            caller(&request),
+            handle_sql(tickets, &cmd.prepared_statement_handle),
+        );
         let schema_only = request.extensions().get::<SchemaOnly>().is_some();
         let info = prepared::flight_info_for(
             &self.engine,
+            tickets,
             &self.bound,
             cmd,
             request.into_inner(),
@@ -310,8 +358,15 @@ impl FlightSqlService for PetrelFlightSql {
         query: CommandPreparedStatementQuery,
         request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
+        let who = identity(&request);
         Ok(Response::new(
-            prepared::execute(&self.engine, query, &caller(&request)).await?,
+            prepared::execute(
+                &self.engine,
+                Tickets::new(&self.tickets, &who),
+                query,
+                &caller(&request),
+            )
+            .await?,
         ))
     }
 
@@ -321,8 +376,10 @@ impl FlightSqlService for PetrelFlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> Result<i64, Status> {
         let user = caller(&request);
+        let who = identity(&request);
         prepared::update(
             &self.engine,
+            Tickets::new(&self.tickets, &who),
             &self.bound,
             query,
             request.into_inner(),
@@ -529,11 +586,12 @@ impl FlightSqlService for PetrelFlightSql {
     async fn do_action_cancel_query(
         &self,
         query: ActionCancelQueryRequest,
-        _request: Request<Action>,
+        request: Request<Action>,
     ) -> Result<ActionCancelQueryResult, Status> {
         let info = FlightInfo::decode(query.info)
             .map_err(|e| Status::invalid_argument(format!("malformed FlightInfo: {e}")))?;
-        let status = service::cancel_info(&self.engine, &info)?;
+        let who = identity(&request);
+        let status = service::cancel_info(&self.engine, Tickets::new(&self.tickets, &who), &info)?;
         Ok(ActionCancelQueryResult {
             result: status as i32,
         })

@@ -1,7 +1,9 @@
 //! Prepared statements with stateless handles.
 //!
-//! The handle is a `PreparedStatementHandle` (SQL text, session defaults, bound parameters),
-//! so closing is a no-op and any server can use any handle. Binding (DoPut) returns a new
+//! The handle is a `PreparedStatementHandle` (SQL text, session defaults, bound parameters)
+//! sealed for the user who created it (`tickets::Tickets`: HMAC-signed with the server's ticket
+//! secret), so closing is a no-op and any server sharing the secret can use it, while a handle
+//! that was altered, forged or created by another user is refused before anything is planned. Binding (DoPut) returns a new
 //! handle with the parameter rows inside (`DoPutPreparedStatementResult`); with several rows
 //! the statement runs once per row and the results are concatenated.
 //!
@@ -42,10 +44,7 @@ use crate::engine::{QueryEngine, flight_schema};
 use crate::error::to_status;
 use crate::flight_sql::statement::{DoGetStream, Logged, execute_ticket, flight_info, write_info};
 use crate::proto::petrel::{PreparedStatementHandle, SessionDefaults};
-use crate::tickets::{
-    FORMAT_VERSION, batches_to_ipc, decode_handle, encode_handle, ipc_to_batches, statement_ticket,
-    to_flight_ticket,
-};
+use crate::tickets::{FORMAT_VERSION, Tickets, batches_to_ipc, ipc_to_batches, statement_ticket};
 
 /// Parameters last bound to each (parameter-less) handle, for clients that ignore the updated
 /// handle returned by DoPut. Bounded in entries and age.
@@ -88,6 +87,7 @@ fn schema_bytes(schema: &Schema) -> Result<Bytes, Status> {
 /// CreatePreparedStatement: plans the SQL and returns the handle and both schemas.
 pub(crate) async fn create(
     engine: &QueryEngine,
+    tickets: Tickets<'_>,
     req: ActionCreatePreparedStatementRequest,
     session: SessionDefaults,
 ) -> Result<ActionCreatePreparedStatementResult, Status> {
@@ -111,7 +111,7 @@ pub(crate) async fn create(
         nonce: Bytes::from(crate::auth::random_bytes(8)),
     };
     Ok(ActionCreatePreparedStatementResult {
-        prepared_statement_handle: encode_handle(&handle),
+        prepared_statement_handle: tickets.handle(&handle),
         dataset_schema: schema_bytes(&dataset)?,
         parameter_schema: schema_bytes(&params)?,
     })
@@ -120,11 +120,12 @@ pub(crate) async fn create(
 /// DoPut(CommandPreparedStatementQuery): binds parameter rows, returns the new handle.
 pub(crate) async fn bind(
     engine: &QueryEngine,
+    tickets: Tickets<'_>,
     bound: &BoundParameters,
     cmd: CommandPreparedStatementQuery,
     stream: PeekableFlightDataStream,
 ) -> Result<DoPutPreparedStatementResult, Status> {
-    let mut handle = decode_handle(&cmd.prepared_statement_handle)?;
+    let mut handle = tickets.open_handle(&cmd.prepared_statement_handle)?;
     let original_had_parameters = !handle.parameters.is_empty();
     let received = read_parameters(stream).await?;
     let session = handle.session.clone().unwrap_or_default();
@@ -151,7 +152,7 @@ pub(crate) async fn bind(
         bound.remember(&cmd.prepared_statement_handle, handle.parameters.clone());
     }
     Ok(DoPutPreparedStatementResult {
-        prepared_statement_handle: Some(encode_handle(&handle)),
+        prepared_statement_handle: Some(tickets.handle(&handle)),
     })
 }
 
@@ -204,13 +205,14 @@ fn first_row(ipc: &[u8]) -> Result<Option<Vec<datafusion::scalar::ScalarValue>>,
 /// GetFlightInfo(CommandPreparedStatementQuery): the schema after binding and a ticket.
 pub(crate) async fn flight_info_for(
     engine: &QueryEngine,
+    tickets: Tickets<'_>,
     bound: &BoundParameters,
     cmd: CommandPreparedStatementQuery,
     descriptor: FlightDescriptor,
     user: &str,
     schema_only: bool,
 ) -> Result<FlightInfo, Status> {
-    let mut handle = decode_handle(&cmd.prepared_statement_handle)?;
+    let mut handle = tickets.open_handle(&cmd.prepared_statement_handle)?;
     if handle.parameters.is_empty()
         && let Some(p) = bound.recall(&cmd.prepared_statement_handle)
     {
@@ -244,21 +246,22 @@ pub(crate) async fn flight_info_for(
                     .map_err(Logged::mark)?,
             )
         };
-        return write_info(ticket.query_id.clone(), count, &ticket, descriptor);
+        return write_info(tickets, ticket.query_id.clone(), count, &ticket, descriptor);
     }
-    flight_info(&planned.schema, to_flight_ticket(&ticket), descriptor)
+    flight_info(&planned.schema, tickets.statement(&ticket), descriptor)
 }
 
 /// DoPut(CommandPreparedStatementUpdate): runs the write once with all its parameter rows
 /// (see the module documentation for where they come from) and returns the rows written.
 pub(crate) async fn update(
     engine: &QueryEngine,
+    tickets: Tickets<'_>,
     bound: &BoundParameters,
     cmd: CommandPreparedStatementUpdate,
     stream: PeekableFlightDataStream,
     user: &str,
 ) -> Result<i64, Status> {
-    let mut handle = decode_handle(&cmd.prepared_statement_handle)?;
+    let mut handle = tickets.open_handle(&cmd.prepared_statement_handle)?;
     if let Some((schema, batches)) = read_parameters(stream).await?
         && !batches.is_empty()
     {
@@ -284,10 +287,11 @@ pub(crate) async fn update(
 /// DoGet with a `CommandPreparedStatementQuery` as the ticket (some clients send that).
 pub(crate) async fn execute(
     engine: &QueryEngine,
+    tickets: Tickets<'_>,
     cmd: CommandPreparedStatementQuery,
     user: &str,
 ) -> Result<DoGetStream, Status> {
-    let handle = decode_handle(&cmd.prepared_statement_handle)?;
+    let handle = tickets.open_handle(&cmd.prepared_statement_handle)?;
     let ticket = statement_ticket(
         &handle.sql,
         handle.session.clone().unwrap_or_default(),

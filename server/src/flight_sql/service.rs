@@ -29,7 +29,7 @@ use crate::proto::flight_session::{
     set_session_options_result,
 };
 use crate::session::SESSION_COOKIE;
-use crate::tickets::decode_statement;
+use crate::tickets::Tickets;
 
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -48,9 +48,12 @@ impl PetrelService {
     }
 
     /// Checks the call's credentials and records who made it in the request's extensions
-    /// (read by [`crate::flight_sql::caller`] for the query log).
-    fn check<T>(&self, request: &mut Request<T>) -> Result<(), Status> {
-        let who = self.auth.check(request.metadata())?;
+    /// (read by [`crate::flight_sql::caller`] for the query log, and binding its tickets).
+    async fn check<T>(&self, request: &mut Request<T>) -> Result<(), Status> {
+        let who = self
+            .auth
+            .check(request.metadata(), request.remote_addr())
+            .await?;
         request.extensions_mut().insert(who);
         Ok(())
     }
@@ -64,8 +67,13 @@ impl PetrelService {
 }
 
 /// Cancels every query whose ticket is in `info`; the status for CancelFlightInfo /
-/// CancelQuery.
-pub(crate) fn cancel_info(engine: &QueryEngine, info: &FlightInfo) -> Result<CancelStatus, Status> {
+/// CancelQuery. Only tickets issued to the caller (`tickets`) are accepted, so nobody cancels
+/// another user's query.
+pub(crate) fn cancel_info(
+    engine: &QueryEngine,
+    tickets: Tickets<'_>,
+    info: &FlightInfo,
+) -> Result<CancelStatus, Status> {
     let mut any = false;
     for ep in &info.endpoint {
         let Some(ticket) = &ep.ticket else { continue };
@@ -75,7 +83,7 @@ pub(crate) fn cancel_info(engine: &QueryEngine, info: &FlightInfo) -> Result<Can
             // Metadata tickets finish immediately; nothing to cancel.
             continue;
         };
-        let st = decode_statement(&t.statement_handle)?;
+        let st = tickets.open_statement(&t.statement_handle)?;
         engine.cancel(&st.query_id);
         any = true;
     }
@@ -101,6 +109,7 @@ impl FlightService for PetrelService {
         request: Request<Streaming<HandshakeRequest>>,
     ) -> Result<Response<Self::HandshakeStream>, Status> {
         let metadata = request.metadata().clone();
+        let peer = request.remote_addr();
         let mut stream = request.into_inner();
         // A payload (legacy BasicAuth message) is optional; header credentials are preferred.
         let payload = if metadata.get("authorization").is_none() {
@@ -114,7 +123,7 @@ impl FlightService for PetrelService {
         } else {
             None
         };
-        let (_who, token) = self.auth.handshake(&metadata, payload)?;
+        let (_who, token) = self.auth.handshake(&metadata, payload, peer).await?;
         let out = HandshakeResponse {
             protocol_version: 0,
             payload: token.clone().into(),
@@ -131,7 +140,7 @@ impl FlightService for PetrelService {
         &self,
         mut request: Request<Criteria>,
     ) -> Result<Response<Self::ListFlightsStream>, Status> {
-        self.check(&mut request)?;
+        self.check(&mut request).await?;
         // Flights are per query; there is nothing standing to list.
         Ok(Response::new(Box::pin(futures::stream::empty())))
     }
@@ -140,7 +149,7 @@ impl FlightService for PetrelService {
         &self,
         mut request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        self.check(&mut request)?;
+        self.check(&mut request).await?;
         FlightService::get_flight_info(&self.inner, request).await
     }
 
@@ -148,7 +157,7 @@ impl FlightService for PetrelService {
         &self,
         mut request: Request<FlightDescriptor>,
     ) -> Result<Response<PollInfo>, Status> {
-        self.check(&mut request)?;
+        self.check(&mut request).await?;
         // Planning is synchronous and execution is driven by DoGet, so the first poll already
         // returns the complete FlightInfo (no further descriptor to poll).
         let info = FlightService::get_flight_info(&self.inner, request)
@@ -166,7 +175,7 @@ impl FlightService for PetrelService {
         &self,
         mut request: Request<FlightDescriptor>,
     ) -> Result<Response<SchemaResult>, Status> {
-        self.check(&mut request)?;
+        self.check(&mut request).await?;
         // Describe only: a write is planned, not run.
         request
             .extensions_mut()
@@ -183,7 +192,7 @@ impl FlightService for PetrelService {
         &self,
         mut request: Request<Ticket>,
     ) -> Result<Response<Self::DoGetStream>, Status> {
-        self.check(&mut request)?;
+        self.check(&mut request).await?;
         // Reject tickets that are not Flight SQL commands with a clear message.
         if Any::decode(request.get_ref().ticket.clone())
             .ok()
@@ -201,7 +210,7 @@ impl FlightService for PetrelService {
         &self,
         mut request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoPutStream>, Status> {
-        self.check(&mut request)?;
+        self.check(&mut request).await?;
         FlightService::do_put(&self.inner, request).await
     }
 
@@ -209,7 +218,7 @@ impl FlightService for PetrelService {
         &self,
         mut request: Request<Streaming<FlightData>>,
     ) -> Result<Response<Self::DoExchangeStream>, Status> {
-        self.check(&mut request)?;
+        self.check(&mut request).await?;
         Err(Status::unimplemented("DoExchange is not supported"))
     }
 
@@ -217,7 +226,7 @@ impl FlightService for PetrelService {
         &self,
         mut request: Request<Empty>,
     ) -> Result<Response<Self::ListActionsStream>, Status> {
-        self.check(&mut request)?;
+        self.check(&mut request).await?;
         FlightService::list_actions(&self.inner, request).await
     }
 
@@ -225,7 +234,7 @@ impl FlightService for PetrelService {
         &self,
         mut request: Request<Action>,
     ) -> Result<Response<Self::DoActionStream>, Status> {
-        self.check(&mut request)?;
+        self.check(&mut request).await?;
         let sessions = self.inner.sessions();
         match request.get_ref().r#type.as_str() {
             "CancelFlightInfo" => {
@@ -235,7 +244,9 @@ impl FlightService for PetrelService {
                 let info = req.info.ok_or_else(|| {
                     Status::invalid_argument("CancelFlightInfoRequest has no info")
                 })?;
-                let status = cancel_info(self.inner.engine(), &info)?;
+                let who = crate::flight_sql::identity(&request);
+                let tickets = Tickets::new(self.inner.ticket_signer(), &who);
+                let status = cancel_info(self.inner.engine(), tickets, &info)?;
                 Ok(Self::action_result(CancelFlightInfoResult {
                     status: status as i32,
                 }))
@@ -245,11 +256,8 @@ impl FlightService for PetrelService {
                     .map_err(|e| {
                         Status::invalid_argument(format!("malformed SetSessionOptionsRequest: {e}"))
                     })?;
-                tracing::debug!(
-                    options = ?req.session_options,
-                    cookie = ?request.metadata().get("cookie"),
-                    "SetSessionOptions"
-                );
+                // (Never log the cookie or other headers: they are credentials.)
+                tracing::debug!(options = ?req.session_options, "SetSessionOptions");
                 let mut errors = std::collections::HashMap::new();
                 let mut updates: Vec<(String, String)> = Vec::new();
                 for (name, value) in req.session_options {

@@ -8,6 +8,8 @@
 //! ticket carries the row count (`tickets::write_result_ticket`): DoGet answers a one-row
 //! `count` result however often it is called, and never runs the write again. GetSchema
 //! (`SchemaOnly`) plans a write without running it.
+//!
+//! Every ticket handed out here is sealed for the calling user (`tickets::Tickets`).
 
 use std::sync::Arc;
 
@@ -24,7 +26,7 @@ use crate::engine::QueryEngine;
 use crate::error::to_status;
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
 use crate::telemetry::query_failed;
-use crate::tickets::{statement_ticket, to_flight_ticket, write_result_ticket};
+use crate::tickets::{Tickets, statement_ticket};
 
 /// Marks a GetFlightInfo made on behalf of GetSchema: describe, never run a write.
 #[derive(Debug, Clone, Copy)]
@@ -52,14 +54,15 @@ pub(crate) fn write_count_batch(count: u64) -> Result<RecordBatch, Status> {
 /// or a statement ticket when only the schema was asked for (such a ticket is refused by
 /// DoGet rather than run).
 pub(crate) fn write_info(
+    tickets: Tickets<'_>,
     query_id: Bytes,
     count: Option<u64>,
     statement: &StatementTicket,
     descriptor: FlightDescriptor,
 ) -> Result<FlightInfo, Status> {
     let ticket = match count {
-        Some(n) => write_result_ticket(query_id, n),
-        None => to_flight_ticket(statement),
+        Some(n) => tickets.write_result(query_id, n),
+        None => tickets.statement(statement),
     };
     let info = flight_info(&write_count_schema(), ticket, descriptor)?;
     Ok(match count {
@@ -92,6 +95,7 @@ pub(crate) fn flight_info(
 /// `schema_only`), and is logged by the engine.
 pub(crate) async fn plan_statement(
     engine: &QueryEngine,
+    tickets: Tickets<'_>,
     sql: &str,
     session: SessionDefaults,
     user: &str,
@@ -121,7 +125,7 @@ pub(crate) async fn plan_statement(
                     .map_err(Logged::mark)?;
                 Some(n)
             };
-            return write_info(ticket.query_id.clone(), count, &ticket, descriptor);
+            return write_info(tickets, ticket.query_id.clone(), count, &ticket, descriptor);
         }
         if !QueryEngine::parameter_schema(&planned.frame)?
             .fields()
@@ -131,7 +135,7 @@ pub(crate) async fn plan_statement(
                 "the statement has parameters ($1 or ?): use a prepared statement and bind values",
             ));
         }
-        let info = flight_info(&planned.schema, to_flight_ticket(&ticket), descriptor)?;
+        let info = flight_info(&planned.schema, tickets.statement(&ticket), descriptor)?;
         engine.keep_plan(&ticket, planned);
         Ok(info)
     }

@@ -26,7 +26,7 @@
 //! beside wall time.
 //!
 //! Run: `cargo bench -p petrel-table-provider --bench writes`. Environment:
-//! `PETREL_BENCH_ROWS` (5,000,000), `PETREL_BENCH_ROUNDS` (3), `PETREL_BENCH_INSERTS` (200),
+//! `PETREL_BENCH_ROWS` (5,000,000), `PETREL_BENCH_ROUNDS` (5), `PETREL_BENCH_INSERTS` (200),
 //! `PETREL_BENCH_PYTHON` (default: the project's `.venv/bin/python`, then the Spark corpus venv
 //! `~/.cache/petrel/corpus-venvs/spark/bin/python`; `none` skips PyIceberg). Scratch files go
 //! to `target/petrel-bench-data/writes-<pid>/` and are removed at the end.
@@ -217,46 +217,76 @@ fn python() -> Option<PathBuf> {
     .find(|p| p.exists())
 }
 
-/// One PyIceberg round: (case → sample), or why there is none.
+/// What one run of `pyiceberg_append.py` measured.
+#[derive(Debug, Default)]
+struct PyRound {
+    /// Bulk appends by case (`unpartitioned`, `partitioned`).
+    samples: HashMap<String, Sample>,
+    /// Bytes and data files each bulk append wrote.
+    sizes: HashMap<String, (u64, usize)>,
+    /// Single-row appends, if asked for.
+    single_row: Vec<Duration>,
+    /// PyIceberg's and pyarrow's versions.
+    versions: String,
+}
+
+/// One PyIceberg round (one bulk append of each case, then `single_rows` one-row appends), or
+/// why there is none.
 fn pyiceberg_round(
     python: &Path,
     data: &Path,
     workdir: &Path,
     rows: usize,
-) -> Result<(HashMap<String, Sample>, String), String> {
+    single_rows: usize,
+) -> Result<PyRound, String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/pyiceberg_append.py");
     let out = Command::new(python)
         .arg(&script)
         .arg(data)
         .arg(workdir)
         .arg("1")
+        .arg(single_rows.to_string())
         .output()
         .map_err(|e| format!("{}: {e}", python.display()))?;
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
-    let mut samples = HashMap::new();
-    let mut versions = String::new();
+    let mut round = PyRound::default();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
+        if let Some(latencies) = v["latencies"].as_array() {
+            round.single_row = latencies
+                .iter()
+                .filter_map(|l| l.as_f64())
+                .map(Duration::from_secs_f64)
+                .collect();
+            continue;
+        }
         assert_eq!(v["rows"].as_u64(), Some(rows as u64), "PyIceberg rows");
         let secs = |k: &str| Duration::from_secs_f64(v[k][0].as_f64().unwrap_or(f64::NAN));
-        samples.insert(
+        round.samples.insert(
             v["case"].as_str().unwrap_or_default().to_string(),
             Sample {
                 wall: secs("seconds"),
                 cpu: secs("cpu_seconds"),
             },
         );
-        versions = format!(
+        round.sizes.insert(
+            v["case"].as_str().unwrap_or_default().to_string(),
+            (
+                v["bytes"].as_u64().unwrap_or(0),
+                v["files"].as_u64().unwrap_or(0) as usize,
+            ),
+        );
+        round.versions = format!(
             "PyIceberg {}, pyarrow {}",
             v["pyiceberg"].as_str().unwrap_or("?"),
             v["pyarrow"].as_str().unwrap_or("?")
         );
     }
-    Ok((samples, versions))
+    Ok(round)
 }
 
 /// The size of the files under `dir`, recursively.
@@ -286,18 +316,20 @@ fn count_files(dir: &Path, ext: &str) -> usize {
         .sum()
 }
 
-const CASES: [&str; 6] = [
+/// The throughput cases, in the summary's order (indices are used below).
+const CASES: [&str; 7] = [
     "DataFusion COPY, Parquet zstd(1) (floor)",
     "Petrel INSERT, unpartitioned",
     "DataFusion COPY PARTITIONED BY (100 Hive dirs)",
     "Petrel INSERT, truncate(10, i): 100 partitions",
     "PyIceberg append, unpartitioned",
     "PyIceberg append, truncate(10, i)",
+    "DataFusion COPY PARTITIONED BY, dictionary off (diagnostic)",
 ];
 
 fn main() {
     let rows = env_usize("PETREL_BENCH_ROWS", 5_000_000);
-    let rounds = env_usize("PETREL_BENCH_ROUNDS", 3).max(1);
+    let rounds = env_usize("PETREL_BENCH_ROUNDS", 5).max(1);
     let inserts = env_usize("PETREL_BENCH_INSERTS", 200).max(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -363,6 +395,11 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
         .await
         .expect("namespace");
     let ctx = session(Arc::clone(&fs_catalog), Some(Arc::clone(&source)));
+    if let Ok(which) = std::env::var("PETREL_WRITES_PROFILE") {
+        profile_loop(&ctx, fs_catalog.as_ref(), &warehouse, &which == "parted").await;
+        let _ = std::fs::remove_dir_all(&root);
+        return;
+    }
 
     println!(
         "writes: {rows} rows × 4 columns (Int64, Int32, Float64, Utf8), {:.0} MiB in Arrow \
@@ -376,6 +413,7 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
     let mut sizes: HashMap<&str, (u64, usize)> = HashMap::new();
     let mut python_note = None;
     let mut versions = String::new();
+    let mut py_single_row = Vec::new();
     for round in 0..rounds {
         // 1. The floor: DataFusion's Parquet writer.
         let dir = root.join(format!("copy-{round}"));
@@ -424,6 +462,21 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
         sizes.insert(CASES[2], (dir_bytes(&dir), count_files(&dir, ".parquet")));
         let _ = std::fs::remove_dir_all(&dir);
 
+        // 3b. The same without dictionary encoding (diagnostic: what dictionaries cost in
+        // small files).
+        let dir = root.join(format!("copy-parted-plain-{round}"));
+        let sql = format!(
+            "COPY (SELECT id, i, d, s, i - i % {TRUNCATE_WIDTH} AS i_trunc FROM src) \
+             TO '{}/' STORED AS PARQUET PARTITIONED BY (i_trunc) \
+             OPTIONS ('format.compression' 'zstd(1)', 'format.dictionary_enabled' 'false')",
+            dir.display()
+        );
+        let (n, s) = timed(run_count(&ctx, &sql)).await;
+        assert_eq!(n, rows as u64, "{sql}");
+        samples.entry(CASES[6]).or_default().push(s);
+        sizes.insert(CASES[6], (dir_bytes(&dir), count_files(&dir, ".parquet")));
+        let _ = std::fs::remove_dir_all(&dir);
+
         // 4. Petrel, 100 partitions.
         let name = format!("parted_{round}");
         create_table(fs_catalog.as_ref(), &name, true).await;
@@ -447,13 +500,20 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
         // 5. PyIceberg, both cases, in its own process.
         if let Some(python) = &python {
             let workdir = root.join(format!("pyiceberg-{round}"));
-            match pyiceberg_round(python, &data_file, &workdir, rows) {
-                Ok((py, v)) => {
-                    versions = v;
+            let single_rows = if round == 0 { inserts } else { 0 };
+            match pyiceberg_round(python, &data_file, &workdir, rows, single_rows) {
+                Ok(py) => {
+                    versions = py.versions;
                     for (case, key) in [(CASES[4], "unpartitioned"), (CASES[5], "partitioned")] {
-                        if let Some(s) = py.get(key) {
+                        if let Some(s) = py.samples.get(key) {
                             samples.entry(case).or_default().push(*s);
                         }
+                        if let Some(size) = py.sizes.get(key) {
+                            sizes.insert(case, *size);
+                        }
+                    }
+                    if round == 0 {
+                        py_single_row = py.single_row;
                     }
                 }
                 Err(e) => python_note = Some(format!("PyIceberg failed: {e}")),
@@ -505,8 +565,11 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
         ))
     };
     println!();
-    println!("| write {rows} rows | median s | best s | M rows/s | CPU s | MiB on disk | files |");
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| write {rows} rows | median s | best s | M rows/s | CPU s | MiB on disk | files | \
+         every round, s |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---|");
     for case in CASES {
         let Some((wall, cpu)) = med(case) else {
             continue;
@@ -526,11 +589,16 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
                     )
                 });
         println!(
-            "| {case} | {:.3} | {:.3} | {:.2} | {:.2} | {bytes} | {files} |",
+            "| {case} | {:.3} | {:.3} | {:.2} | {:.2} | {bytes} | {files} | {} |",
             wall.as_secs_f64(),
             best.as_secs_f64(),
             rows as f64 / wall.as_secs_f64() / 1e6,
             cpu.as_secs_f64(),
+            samples[case]
+                .iter()
+                .map(|s| format!("{:.2}", s.wall.as_secs_f64()))
+                .collect::<Vec<_>>()
+                .join(" "),
         );
     }
     println!();
@@ -573,8 +641,16 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
         "| single-row INSERT, {inserts} in a row | p50 ms | p99 ms | max ms | mean ms | goal |"
     );
     println!("|---|---:|---:|---:|---:|---|");
+    if !py_single_row.is_empty() {
+        latencies.push((
+            "PyIceberg append of one row, SQL catalog (SQLite)",
+            py_single_row,
+        ));
+    }
+    let mut p50s = Vec::new();
     for (name, mut l) in latencies {
         l.sort();
+        p50s.push(percentile(&l, 0.5));
         let mean = l.iter().sum::<Duration>() / l.len() as u32;
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
@@ -585,7 +661,48 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
             ms(mean)
         );
     }
+    if let [_, sql, py] = p50s[..] {
+        println!(
+            "\nPyIceberg ÷ Petrel, one-row append p50 on a SQL catalog (speed-up): {:.2} (goal ≥ 3)",
+            py.as_secs_f64() / sql.as_secs_f64()
+        );
+    }
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `PETREL_WRITES_PROFILE=flat|parted`: only that INSERT, into a fresh table each time, for
+/// 20 s after one `EXPLAIN ANALYZE` (the process to attach `perf record -p` to).
+async fn profile_loop(ctx: &SessionContext, catalog: &dyn Catalog, warehouse: &Path, parted: bool) {
+    let mut times = Vec::new();
+    let started = Instant::now();
+    for k in 0.. {
+        let name = format!("profile_{k}");
+        create_table(catalog, &name, parted).await;
+        let sql = format!("INSERT INTO iceberg.db.{name} SELECT * FROM src");
+        if k == 0 {
+            let plan = ctx
+                .sql(&format!("EXPLAIN ANALYZE {sql}"))
+                .await
+                .expect("explain")
+                .collect()
+                .await
+                .expect("explain");
+            println!(
+                "{}",
+                arrow::util::pretty::pretty_format_batches(&plan).expect("format")
+            );
+        } else {
+            let t = Instant::now();
+            run_count(ctx, &sql).await;
+            times.push(t.elapsed());
+        }
+        let _ = std::fs::remove_dir_all(warehouse.join("db").join(&name));
+        if started.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+    }
+    let n = times.len();
+    println!("profile: {n} INSERTs, median {:?}", median(times));
 }
 
 /// Checks what an INSERT wrote: the row count and the sum of `id`.

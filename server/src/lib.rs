@@ -20,10 +20,12 @@
 //! ```
 //!
 //! - [`config`]: clap flags (each with a `PETREL_*` env var) merged over an optional TOML file.
-//! - [`auth`]: Basic → bearer-token handshake, Argon2 password hashes, HMAC-signed tokens.
+//! - [`auth`]: Basic → bearer-token handshake, Argon2 password hashes (remembered briefly,
+//!   failures budgeted per peer), HMAC-signed tokens.
 //! - [`session`]: Flight session options (current catalog and schema) keyed by cookie.
 //! - [`error`]: the one function that maps any error to a gRPC [`tonic::Status`].
-//! - [`tickets`]: Petrel's protobuf tickets and prepared-statement handles (`proto/`).
+//! - [`tickets`]: Petrel's protobuf tickets and prepared-statement handles (`proto/`), signed
+//!   with the server's ticket secret and bound to their user.
 //! - [`sql_text`]: `?` → `$N` placeholders and Superset's bare timestamps, before parsing.
 //! - [`telemetry`]: `tracing` to stderr; one log line per finished query.
 //! - [`demo`]: the embedded default warehouse with a demo table.

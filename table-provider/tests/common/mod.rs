@@ -320,31 +320,47 @@ fn values_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Asserts that `batches` hold exactly `expected` (`{columns, types, ordered, count, rows}`).
+/// Asserts that `batches` hold exactly `expected` (`{columns, types, ordered, count, rows}`):
+/// the column names, the column types (see [`assert_types`]), the row count and the rows. The
+/// columns are those of the first batch; a result without batches has none to check, so to
+/// check the columns of an empty result use [`assert_result_with_schema`].
 pub fn assert_result(what: &str, batches: &[RecordBatch], expected: &Value) {
+    match batches.first() {
+        Some(batch) => assert_result_with_schema(what, &batch.schema(), batches, expected),
+        None => assert_rows(what, batches, expected),
+    }
+}
+
+/// [`assert_result`] with the result's `schema` (DataFusion's, known even when no batch came):
+/// columns and types are checked on empty results too.
+pub fn assert_result_with_schema(
+    what: &str,
+    schema: &arrow::datatypes::Schema,
+    batches: &[RecordBatch],
+    expected: &Value,
+) {
     let columns: Vec<String> = expected["columns"]
         .as_array()
         .expect("columns")
         .iter()
         .map(|c| c.as_str().expect("column name").to_string())
         .collect();
-    let types: Vec<String> = expected["types"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|x| x.as_str().unwrap_or_default().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(batch) = batches.first() {
-        let actual: Vec<String> = batch
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
-        assert_eq!(actual, columns, "{what}: columns");
+    let actual: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(actual, columns, "{what}: columns");
+    for batch in batches {
+        assert_eq!(
+            batch.schema().fields(),
+            schema.fields(),
+            "{what}: a batch's schema differs from the result's"
+        );
     }
+    assert_types(what, schema, expected);
+    assert_rows(what, batches, expected);
+}
+
+/// The row count and the rows of `batches` against `expected`.
+fn assert_rows(what: &str, batches: &[RecordBatch], expected: &Value) {
+    let types = expected_types(expected);
     let count = expected["count"].as_u64().expect("count") as usize;
     let mut actual = rows_json(batches, &types);
     assert_eq!(actual.len(), count, "{what}: row count");
@@ -367,6 +383,220 @@ pub fn assert_result(what: &str, batches: &[RecordBatch], expected: &Value) {
             "{what}: row {i} differs:\n  actual   {a:?}\n  expected {e:?}"
         );
     }
+}
+
+fn expected_types(expected: &Value) -> Vec<String> {
+    expected["types"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|x| x.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Which type names an expected result uses: Spark's `simpleString` (the corpus, `read_back`'s
+/// Spark results) or Iceberg's (PyIceberg generators, `read_back`'s DuckDB results). The two
+/// share most names; `timestamp` is the one they disagree on (Spark: with time zone, Iceberg:
+/// without).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TypeNames {
+    Spark,
+    Iceberg,
+    /// Only names both use: `timestamp` is decided by the column's values.
+    Either,
+}
+
+fn type_names(types: &[String]) -> TypeNames {
+    let words = types
+        .iter()
+        .flat_map(|t| t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')))
+        .collect::<Vec<_>>();
+    const SPARK: &[&str] = &[
+        "bigint",
+        "tinyint",
+        "smallint",
+        "timestamp_ntz",
+        "array",
+        "void",
+    ];
+    const ICEBERG: &[&str] = &[
+        "long",
+        "timestamptz",
+        "timestamp_ns",
+        "timestamptz_ns",
+        "uuid",
+        "fixed",
+        "time",
+        "list",
+    ];
+    let bare_nested = types
+        .iter()
+        .any(|t| matches!(t.as_str(), "struct" | "list" | "map"));
+    if words.iter().any(|w| SPARK.contains(w)) {
+        TypeNames::Spark
+    } else if bare_nested || words.iter().any(|w| ICEBERG.contains(w)) {
+        TypeNames::Iceberg
+    } else {
+        TypeNames::Either
+    }
+}
+
+/// Asserts that each column of `schema` has the Arrow type Petrel must return for the
+/// expected result's type name (Spark's or Iceberg's, [`TypeNames`]):
+///
+/// | expected                              | Arrow                                         |
+/// |---------------------------------------|-----------------------------------------------|
+/// | boolean                               | Boolean                                       |
+/// | tinyint, smallint, int               | Int8, Int16, Int32                            |
+/// | bigint / long                         | Int64                                         |
+/// | float, double                         | Float32, Float64                              |
+/// | decimal(p,s)                          | Decimal128(p, s)                              |
+/// | date                                  | Date32                                        |
+/// | time                                  | Time64(µs)                                    |
+/// | Spark timestamp / Iceberg timestamptz | Timestamp(µs, "UTC" or "+00:00")              |
+/// | timestamp_ntz / Iceberg timestamp     | Timestamp(µs, none)                           |
+/// | timestamp_ns, timestamptz_ns          | Timestamp(ns, none / UTC)                     |
+/// | string                                | Utf8                                          |
+/// | binary                                | Binary                                        |
+/// | uuid, fixed[L]                        | FixedSizeBinary(16), FixedSizeBinary(L)       |
+/// | array<T> / list<T>                    | List(T)                                       |
+/// | struct<a:T,…> / struct<a: T, …>       | Struct(a: T, …)                               |
+/// | map<K,V> / map<K, V>                  | Map(K, V)                                     |
+/// | void                                  | Null                                          |
+///
+/// DuckDB's bare `struct`, `list`, `map` check the kind only. A `timestamp` in a result whose
+/// names do not tell Spark's from Iceberg's is decided by its first non-null value (an offset
+/// means with time zone); with no value either zone is accepted.
+fn assert_types(what: &str, schema: &arrow::datatypes::Schema, expected: &Value) {
+    let types = expected_types(expected);
+    if types.is_empty() {
+        return;
+    }
+    assert_eq!(
+        types.len(),
+        schema.fields().len(),
+        "{what}: {} types expected, {} columns",
+        types.len(),
+        schema.fields().len()
+    );
+    let names = type_names(&types);
+    for (i, (ty, field)) in types.iter().zip(schema.fields()).enumerate() {
+        let names = match names {
+            TypeNames::Either if ty == "timestamp" => {
+                let value = expected["rows"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find_map(|r| r.get(i).and_then(Value::as_str));
+                match value {
+                    Some(v) if v.ends_with('Z') || v.contains('+') => TypeNames::Spark,
+                    Some(_) => TypeNames::Iceberg,
+                    None => TypeNames::Either,
+                }
+            }
+            other => other,
+        };
+        assert!(
+            type_matches(ty, field.data_type(), names),
+            "{what}: column {:?} is {} but {ty:?} was expected",
+            field.name(),
+            field.data_type()
+        );
+    }
+}
+
+fn is_utc(tz: &Option<Arc<str>>) -> bool {
+    matches!(tz.as_deref(), Some("UTC" | "+00:00"))
+}
+
+/// Whether `dt` is what Petrel must return for the type name `ty` ([`assert_types`]).
+fn type_matches(ty: &str, dt: &DataType, names: TypeNames) -> bool {
+    let ty = ty.trim();
+    let us = |unit: &TimeUnit| *unit == TimeUnit::Microsecond;
+    match (ty, dt) {
+        ("boolean", DataType::Boolean)
+        | ("tinyint", DataType::Int8)
+        | ("smallint", DataType::Int16)
+        | ("int" | "integer", DataType::Int32)
+        | ("bigint" | "long", DataType::Int64)
+        | ("float", DataType::Float32)
+        | ("double", DataType::Float64)
+        | ("date", DataType::Date32)
+        | ("string", DataType::Utf8)
+        | ("binary", DataType::Binary)
+        | ("uuid", DataType::FixedSizeBinary(16))
+        | ("void", DataType::Null)
+        | ("struct", DataType::Struct(_))
+        | ("list", DataType::List(_))
+        | ("map", DataType::Map(..)) => true,
+        ("time", DataType::Time64(unit)) => us(unit),
+        ("timestamp_ntz", DataType::Timestamp(unit, None)) => us(unit),
+        ("timestamptz", DataType::Timestamp(unit, tz)) => us(unit) && is_utc(tz),
+        ("timestamp_ns", DataType::Timestamp(TimeUnit::Nanosecond, None)) => true,
+        ("timestamptz_ns", DataType::Timestamp(TimeUnit::Nanosecond, tz)) => is_utc(tz),
+        ("timestamp", DataType::Timestamp(unit, tz)) => {
+            us(unit)
+                && match names {
+                    TypeNames::Spark => is_utc(tz),
+                    TypeNames::Iceberg => tz.is_none(),
+                    TypeNames::Either => tz.is_none() || is_utc(tz),
+                }
+        }
+        (_, DataType::Decimal128(p, s)) if ty.starts_with("decimal(") => {
+            let inner = ty.trim_start_matches("decimal(").trim_end_matches(')');
+            let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
+            parts.len() == 2 && parts[0] == p.to_string() && parts[1] == s.to_string()
+        }
+        (_, DataType::FixedSizeBinary(n)) if ty.starts_with("fixed[") => {
+            ty.trim_start_matches("fixed[").trim_end_matches(']') == n.to_string()
+        }
+        (_, DataType::List(element)) if ty.starts_with("array<") || ty.starts_with("list<") => {
+            let inner = &ty[ty.find('<').unwrap_or(0) + 1..ty.len() - 1];
+            type_matches(inner, element.data_type(), names)
+        }
+        (_, DataType::Map(entries, _)) if ty.starts_with("map<") => {
+            let parts = split_top(&ty[4..ty.len() - 1], ',');
+            let DataType::Struct(kv) = entries.data_type() else {
+                return false;
+            };
+            parts.len() == 2
+                && kv.len() == 2
+                && type_matches(parts[0], kv[0].data_type(), names)
+                && type_matches(parts[1], kv[1].data_type(), names)
+        }
+        (_, DataType::Struct(fields)) if ty.starts_with("struct<") => {
+            let parts = split_top(&ty[7..ty.len() - 1], ',');
+            parts.len() == fields.len()
+                && parts.iter().zip(fields).all(|(part, f)| {
+                    let Some((name, inner)) = part.split_once(':') else {
+                        return false;
+                    };
+                    name.trim().trim_matches('`') == f.name()
+                        && type_matches(inner, f.data_type(), names)
+                })
+        }
+        _ => false,
+    }
+}
+
+/// `text` split at `sep` outside angle brackets.
+fn split_top(text: &str, sep: char) -> Vec<&str> {
+    let (mut depth, mut start, mut parts) = (0i32, 0, Vec::new());
+    for (i, c) in text.char_indices() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth -= 1,
+            c if c == sep && depth == 0 => {
+                parts.push(text[start..i].trim());
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(text[start..].trim());
+    parts
 }
 
 /// Plans `sql` (as written: no time-travel rewrite), runs it to completion, and returns the
@@ -523,10 +753,14 @@ pub async fn check_corpus(ctx: &SessionContext, dir: &std::path::Path) -> (usize
     let (mut compared, mut merged) = (0, 0);
     for (table, expected) in corpus_tables(dir) {
         for case in corpus_cases(&table, &expected) {
-            let batches = query(ctx, &case.sql)
-                .await
-                .unwrap_or_else(|e| panic!("{}: {} failed: {e}", case.what, case.sql));
-            assert_result(&case.what, &batches, &case.result);
+            let failed = |e: &dyn std::fmt::Display| -> ! {
+                panic!("{}: {} failed: {e}", case.what, case.sql)
+            };
+            let sql = rewrite_time_travel(&case.sql).unwrap_or_else(|e| failed(&e));
+            let frame = ctx.sql(&sql).await.unwrap_or_else(|e| failed(&e));
+            let schema = frame.schema().as_arrow().clone();
+            let batches = frame.collect().await.unwrap_or_else(|e| failed(&e));
+            assert_result_with_schema(&case.what, &schema, &batches, &case.result);
             compared += 1;
             merged += usize::from(case.with_deletes);
         }

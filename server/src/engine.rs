@@ -34,9 +34,10 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt};
 use petrel_table_provider::catalog::Catalog;
-use petrel_table_provider::ddl::{DdlQueryPlanner, as_ddl, ddl_plan};
+use petrel_table_provider::ddl::{as_ddl, ddl_plan};
 use petrel_table_provider::{
-    IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes, SignedZeroEquality,
+    IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes, PetrelQueryPlanner,
+    RowLevelDml, SignedZeroEquality,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -144,7 +145,8 @@ impl QueryEngine {
             .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
             .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
             .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
-            .with_query_planner(Arc::new(DdlQueryPlanner))
+            .with_query_planner(Arc::new(PetrelQueryPlanner))
+            .with_analyzer_rule(Arc::new(RowLevelDml::new()))
             .with_analyzer_rule(Arc::new(TruthfulNumericPrecision))
             .with_table_factories(HashMap::new())
             .with_table_functions(

@@ -3,7 +3,7 @@
 //!
 //! [`ddl_plan`] turns a statement into a `LogicalPlan::Extension` ([`DdlNode`], output `count`
 //! UInt64: rows inserted by `CREATE TABLE … AS`, else 0). A session plans it with
-//! [`DdlQueryPlanner`] (DataFusion's planner plus [`DdlPlanner`]) into a [`DdlExec`], which runs
+//! `crate::query_planner::PetrelQueryPlanner` (DataFusion's planner plus [`DdlPlanner`]) into a [`DdlExec`], which runs
 //! [`super::execute_ddl`] against the session's Iceberg catalogs when executed.
 
 use std::any::Any;
@@ -15,7 +15,7 @@ use arrow::array::{RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use async_trait::async_trait;
 use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result as DFResult};
-use datafusion::execution::context::{QueryPlanner, SessionState};
+use datafusion::execution::context::SessionState;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{
     Expr, Extension, LogicalPlan, UserDefinedLogicalNode, UserDefinedLogicalNodeCore,
@@ -24,7 +24,7 @@ use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use datafusion::physical_planner::{DefaultPhysicalPlanner, ExtensionPlanner, PhysicalPlanner};
+use datafusion::physical_planner::{ExtensionPlanner, PhysicalPlanner};
 use datafusion::prelude::SessionContext;
 
 use super::execute::execute_ddl;
@@ -133,24 +133,6 @@ impl ExtensionPlanner for DdlPlanner {
             node.sql.clone(),
             session_state.clone(),
         ))))
-    }
-}
-
-/// DataFusion's physical planner with [`DdlPlanner`]: register with
-/// `SessionStateBuilder::with_query_planner`.
-#[derive(Debug, Default)]
-pub struct DdlQueryPlanner;
-
-#[async_trait]
-impl QueryPlanner for DdlQueryPlanner {
-    async fn create_physical_plan(
-        &self,
-        logical_plan: &LogicalPlan,
-        session_state: &SessionState,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        DefaultPhysicalPlanner::with_extension_planners(vec![Arc::new(DdlPlanner)])
-            .create_physical_plan(logical_plan, session_state)
-            .await
     }
 }
 

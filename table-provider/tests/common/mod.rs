@@ -14,7 +14,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use petrel_table_provider::plan::PlanMetrics;
 use petrel_table_provider::{
     Catalog, IcebergCatalogProvider, IcebergScanExec, NarrowStructColumns, NestedValuesTypes,
-    SignedZeroEquality, rewrite_time_travel,
+    PetrelQueryPlanner, RowLevelDml, SignedZeroEquality, rewrite_time_travel,
 };
 use serde_json::{Value, json};
 
@@ -77,6 +77,8 @@ pub fn session(catalogs: Vec<(&str, Arc<dyn Catalog>)>) -> SessionContext {
         .with_default_features()
         .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
         .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
+        .with_analyzer_rule(Arc::new(RowLevelDml::new()))
+        .with_query_planner(Arc::new(PetrelQueryPlanner))
         .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
         .build();
     let ctx = SessionContext::new_with_state(state);

@@ -1,0 +1,36 @@
+//! [`PetrelQueryPlanner`]: DataFusion's physical planner with Petrel's extension planners —
+//! DDL statements (`ddl::DdlPlanner`) and row-level writes (`row_level::DeletePlanner`).
+//! Register it with `SessionStateBuilder::with_query_planner`, together with the
+//! `row_level::RowLevelDml` analyzer rule.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::common::Result as DFResult;
+use datafusion::execution::context::{QueryPlanner, SessionState};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
+
+use crate::ddl::DdlPlanner;
+use crate::row_level::DeletePlanner;
+
+/// The query planner of a Petrel session.
+#[derive(Debug, Default)]
+pub struct PetrelQueryPlanner;
+
+#[async_trait]
+impl QueryPlanner for PetrelQueryPlanner {
+    async fn create_physical_plan(
+        &self,
+        logical_plan: &LogicalPlan,
+        session_state: &SessionState,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        DefaultPhysicalPlanner::with_extension_planners(vec![
+            Arc::new(DdlPlanner),
+            Arc::new(DeletePlanner),
+        ])
+        .create_physical_plan(logical_plan, session_state)
+        .await
+    }
+}

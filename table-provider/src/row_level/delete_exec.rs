@@ -1,0 +1,354 @@
+//! [`IcebergDeleteExec`]: gathers the positions of the rows to delete and commits them as
+//! merge-on-read deletes in one snapshot.
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{AsArray, RecordBatch, UInt64Array};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, PlanProperties,
+};
+use futures::StreamExt;
+use iceberg::spec::FormatVersion;
+use roaring::RoaringTreemap;
+
+use super::targets::{Targets, load_targets};
+use crate::catalog::{Catalog, LoadedTable};
+use crate::commit::{
+    DeleteFile, FileKey, Removal, RowDeltaCheck, SnapshotChange, commit_snapshot,
+};
+use crate::deletes::{read_deletion_vector, read_position_delete_file};
+use crate::error::{Error, Result};
+use crate::io::normalize_location;
+use crate::write::deletion_vector::write_deletion_vectors;
+use crate::write::position_deletes::write_position_deletes;
+
+/// Deletes the rows its input locates (file path, position) from `table` as read at
+/// `snapshot_id`; returns `count`, the rows deleted.
+#[derive(Debug)]
+pub struct IcebergDeleteExec {
+    input: Arc<dyn ExecutionPlan>,
+    catalog: Arc<dyn Catalog>,
+    table: LoadedTable,
+    snapshot_id: Option<i64>,
+    properties: Arc<PlanProperties>,
+}
+
+impl IcebergDeleteExec {
+    /// A DELETE of the rows `input` locates.
+    pub fn new(
+        input: Arc<dyn ExecutionPlan>,
+        catalog: Arc<dyn Catalog>,
+        table: LoadedTable,
+        snapshot_id: Option<i64>,
+    ) -> Self {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "count",
+            DataType::UInt64,
+            false,
+        )]));
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            input,
+            catalog,
+            table,
+            snapshot_id,
+            properties,
+        }
+    }
+}
+
+impl DisplayAs for IcebergDeleteExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "IcebergDeleteExec: table={} snapshot={} mode=merge-on-read",
+            self.table.ident(),
+            self.snapshot_id
+                .map_or_else(|| "none".to_string(), |s| s.to_string())
+        )
+    }
+}
+
+impl ExecutionPlan for IcebergDeleteExec {
+    fn name(&self) -> &str {
+        "IcebergDeleteExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        vec![Distribution::SinglePartition]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let input = children
+            .pop()
+            .ok_or_else(|| DataFusionError::Internal("IcebergDeleteExec needs an input".into()))?;
+        Ok(Arc::new(Self::new(
+            input,
+            Arc::clone(&self.catalog),
+            self.table.clone(),
+            self.snapshot_id,
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "IcebergDeleteExec has one partition, not {partition}"
+            )));
+        }
+        let mut input = self.input.execute(0, context)?;
+        let catalog = Arc::clone(&self.catalog);
+        let table = self.table.clone();
+        let snapshot_id = self.snapshot_id;
+        let schema = self.schema();
+        let out_schema = Arc::clone(&schema);
+        let stream = futures::stream::once(async move {
+            let mut positions: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
+            while let Some(batch) = input.next().await {
+                collect_positions(&batch?, &mut positions)?;
+            }
+            let deleted: u64 = positions.values().map(RoaringTreemap::len).sum();
+            if deleted > 0 {
+                let Some(snapshot_id) = snapshot_id else {
+                    return Err(DataFusionError::Internal(
+                        "rows to delete from a table without snapshots".into(),
+                    ));
+                };
+                delete_positions(catalog.as_ref(), &table, snapshot_id, positions).await?;
+            }
+            Ok(RecordBatch::try_new(
+                out_schema,
+                vec![Arc::new(UInt64Array::from(vec![deleted]))],
+            )?)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// Adds a batch of (file path, position) rows to `positions`.
+fn collect_positions(
+    batch: &RecordBatch,
+    positions: &mut BTreeMap<String, RoaringTreemap>,
+) -> DFResult<()> {
+    if batch.num_columns() != 2 {
+        return Err(DataFusionError::Internal(format!(
+            "IcebergDeleteExec expects (file, position) rows, got {} columns",
+            batch.num_columns()
+        )));
+    }
+    let files = batch.column(0).as_string::<i32>();
+    let rows = batch.column(1).as_primitive::<Int64Type>();
+    for i in 0..batch.num_rows() {
+        let position = u64::try_from(rows.value(i))
+            .map_err(|_| DataFusionError::Internal("a negative row position".into()))?;
+        let file = files.value(i);
+        match positions.get_mut(file) {
+            Some(set) => {
+                set.insert(position);
+            }
+            None => {
+                positions.insert(file.to_string(), RoaringTreemap::from_iter([position]));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `positions` (by data file) of `table` as read at `snapshot_id` as merge-on-read
+/// deletes and commits them.
+async fn delete_positions(
+    catalog: &dyn Catalog,
+    table: &LoadedTable,
+    snapshot_id: i64,
+    positions: BTreeMap<String, RoaringTreemap>,
+) -> Result<()> {
+    let name = table.ident().to_string();
+    let mode = table
+        .metadata()
+        .properties()
+        .get("write.delete.mode")
+        .map(|m| m.trim().to_ascii_lowercase())
+        .unwrap_or_else(|| "copy-on-write".into());
+    if mode != "merge-on-read" {
+        return Err(Error::Unsupported {
+            table: name,
+            message: format!(
+                "DELETE in {mode} mode is not supported yet; Petrel writes merge-on-read \
+                 deletes (tables it creates use them; set write.delete.mode = \
+                 'merge-on-read' in Spark to allow them)"
+            ),
+        });
+    }
+    let paths: HashSet<String> = positions.keys().cloned().collect();
+    let targets = load_targets(table, snapshot_id, &paths).await?;
+    let (added, removed) = match table.metadata().format_version() {
+        FormatVersion::V3 => deletion_vectors(table, &targets, positions).await?,
+        FormatVersion::V2 => position_delete_files(table, &targets, positions).await?,
+        FormatVersion::V1 => {
+            return Err(Error::Unsupported {
+                table: name,
+                message: "DELETE needs format-version 2 or 3".into(),
+            });
+        }
+    };
+    let written: Vec<String> = added
+        .iter()
+        .map(|d| d.file.file_path().to_string())
+        .collect();
+    let change = SnapshotChange {
+        added: vec![],
+        added_deletes: added,
+        removal: if removed.is_empty() {
+            Removal::Nothing
+        } else {
+            Removal::Files(removed)
+        },
+        row_delta_check: Some(RowDeltaCheck {
+            from_snapshot_id: snapshot_id,
+            data_files: paths,
+        }),
+    };
+    let result = commit_snapshot(catalog, table.clone(), change).await;
+    if let Err(e) = &result
+        && !matches!(e, Error::CommitStateUnknown { .. })
+    {
+        for path in &written {
+            let _ = table.io().delete(path).await;
+        }
+    }
+    result.map(|_| ())
+}
+
+/// Format 2: one position-delete file per data file (its new positions only; earlier delete
+/// files keep applying).
+async fn position_delete_files(
+    table: &LoadedTable,
+    targets: &Targets,
+    positions: BTreeMap<String, RoaringTreemap>,
+) -> Result<(Vec<DeleteFile>, HashSet<FileKey>)> {
+    let mut added = Vec::with_capacity(positions.len());
+    for (path, set) in positions {
+        let target = target(table, targets, &path)?;
+        let sorted: Vec<u64> = set.iter().collect();
+        let file = write_position_deletes(
+            table,
+            target.spec_id,
+            &target.partition,
+            &[(path.as_str(), sorted.as_slice())],
+        )
+        .await?;
+        added.push(DeleteFile {
+            spec_id: target.spec_id,
+            file,
+        });
+    }
+    Ok((added, HashSet::new()))
+}
+
+/// Format 3: one deletion vector per data file, holding its earlier file-scoped deletes too
+/// (which the commit removes).
+async fn deletion_vectors(
+    table: &LoadedTable,
+    targets: &Targets,
+    positions: BTreeMap<String, RoaringTreemap>,
+) -> Result<(Vec<DeleteFile>, HashSet<FileKey>)> {
+    let name = table.ident().to_string();
+    let mut removed = HashSet::new();
+    let mut vectors = Vec::with_capacity(positions.len());
+    for (path, mut set) in positions {
+        let target = target(table, targets, &path)?;
+        for earlier in targets
+            .deletes
+            .get(&normalize_location(&path))
+            .into_iter()
+            .flatten()
+        {
+            let file = &earlier.file;
+            if earlier.deletion_vector {
+                let (Some(offset), Some(length)) =
+                    (file.content_offset(), file.content_size_in_bytes())
+                else {
+                    return Err(Error::corrupt(
+                        &name,
+                        "deletion vector",
+                        file.file_path(),
+                        "no content offset / size",
+                    ));
+                };
+                set |= read_deletion_vector(
+                    table.io(),
+                    &name,
+                    file.file_path(),
+                    offset as u64,
+                    length as u64,
+                )
+                .await?;
+            } else {
+                let (by_file, _) = read_position_delete_file(
+                    table.io(),
+                    &name,
+                    file.file_path(),
+                    file.file_size_in_bytes(),
+                )
+                .await?;
+                if let Some(old) = by_file.get(&normalize_location(&path)) {
+                    set.extend(old.iter().copied());
+                }
+            }
+            removed.insert(FileKey::of(file));
+        }
+        vectors.push((path, target.spec_id, target.partition.clone(), set));
+    }
+    let added = write_deletion_vectors(table, &vectors).await?;
+    Ok((added, removed))
+}
+
+fn target<'a>(
+    table: &LoadedTable,
+    targets: &'a Targets,
+    path: &str,
+) -> Result<&'a super::targets::TargetFile> {
+    targets.files.get(path).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "table {}: data file {path} is not in the snapshot read",
+            table.ident()
+        ))
+    })
+}

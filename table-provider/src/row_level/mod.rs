@@ -1,0 +1,33 @@
+//! Row-level writes: `DELETE FROM t WHERE …` (UPDATE and MERGE to follow on the same plan).
+//!
+//! ```text
+//! IcebergDeleteExec                    (one partition: gathers the positions, writes the
+//!   └─ Projection [file path, position]  delete files, commits one row-delta snapshot,
+//!        └─ Filter <the WHERE clause>     returns `count`)
+//!             └─ IcebergScanExec (positional scan of the table at the snapshot read)
+//! ```
+//!
+//! [`RowLevelDml`], an analyzer rule, turns DataFusion's `Dml(Delete)` on an Iceberg table into
+//! a [`DeleteNode`] over a positional scan of the same table and snapshot, keeping the WHERE
+//! clause as a `Filter` of the query. So the rows deleted are exactly the rows that query
+//! returns: subqueries (`IN (SELECT …)`, `EXISTS`) are planned as DataFusion plans any query's,
+//! `WHERE false` becomes an empty input (nothing deleted, no snapshot), and a predicate that is
+//! NULL for a row keeps the row. DataFusion's `TableProvider::delete_from` hook is not used:
+//! it receives the filters without their subqueries. `DELETE … LIMIT` is refused (it would
+//! delete arbitrary rows; Spark has no such form). `EXPLAIN DELETE` plans and explains without
+//! executing, as for any plan.
+//!
+//! [`IcebergDeleteExec`] then writes, for each data file with deleted rows, its positions as
+//! Iceberg merge-on-read deletes: a position-delete file per data file in format 2, a deletion
+//! vector in format 3 (merged with the data file's earlier deletion vector, which the same
+//! commit removes: at most one per data file). The snapshot (operation `delete`) is committed
+//! with the row-delta checks of `commit::validation`.
+
+mod delete_exec;
+mod delete_node;
+mod rule;
+mod targets;
+
+pub use delete_exec::IcebergDeleteExec;
+pub use delete_node::{DeleteNode, DeletePlanner, as_delete};
+pub use rule::RowLevelDml;

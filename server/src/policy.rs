@@ -7,18 +7,18 @@
 //! [`check`], which walks it, subqueries included:
 //!
 //! - a query (any plan without a write) is allowed, as before;
-//! - `INSERT INTO t ...` and `INSERT OVERWRITE t ...` ([`WriteOp::Insert`] with
-//!   [`InsertOp::Append`] or [`InsertOp::Overwrite`], a dynamic partition overwrite) are
-//!   allowed when the insert is the statement itself (or what a plain `EXPLAIN` explains), its
+//! - `INSERT INTO t ...`, `INSERT OVERWRITE t ...` ([`WriteOp::Insert`] with
+//!   [`InsertOp::Append`] or [`InsertOp::Overwrite`], a dynamic partition overwrite) and
+//!   `DELETE FROM t ...` ([`WriteOp::Delete`], merge-on-read) are allowed when the write is the
+//!   statement itself (or what a plain `EXPLAIN` explains), its
 //!   target resolves to a catalog the server serves as an Iceberg catalog, and the target
 //!   provider in the plan is an [`IcebergTableProvider`] — so `information_schema` tables,
 //!   in-memory tables and anything else cannot be written;
 //! - Spark's DDL for Iceberg tables (`CREATE/DROP SCHEMA`, `CREATE [OR …] TABLE`, `DROP
 //!   TABLE`) never reaches this check: the engine plans it itself (`petrel_table_provider::ddl`);
 //! - everything else is refused with a message saying why: `COPY ... TO`, DataFusion's DDL
-//!   (`CREATE EXTERNAL TABLE`, views, functions), `SET` and other statements, `DELETE` and
-//!   `UPDATE` (not supported yet), `REPLACE INTO`, a write nested in `EXPLAIN ANALYZE` (which
-//!   would run it);
+//!   (`CREATE EXTERNAL TABLE`, views, functions), `SET` and other statements, `UPDATE` (not
+//!   supported yet), `REPLACE INTO`, a write nested in `EXPLAIN ANALYZE` (which would run it);
 //! - in read-only mode (`--read-only`) every write is refused.
 //!
 //! Reads keep their own guards in the engine: no table factories (so no `CREATE EXTERNAL
@@ -116,16 +116,12 @@ fn check_dml(dml: &DmlStatement, policy: &Policy<'_>) -> Result<StatementKind, S
                  or INSERT OVERWRITE"
             )));
         }
-        WriteOp::Delete => {
-            return Err(Status::unimplemented(format!(
-                "DELETE is not supported yet ({name}); Petrel accepts INSERT INTO and INSERT \
-                 OVERWRITE"
-            )));
-        }
+        // Planned by `petrel_table_provider::row_level` (merge-on-read deletes).
+        WriteOp::Delete => {}
         WriteOp::Update => {
             return Err(Status::unimplemented(format!(
-                "UPDATE is not supported yet ({name}); Petrel accepts INSERT INTO and INSERT \
-                 OVERWRITE"
+                "UPDATE is not supported yet ({name}); Petrel accepts INSERT INTO, INSERT \
+                 OVERWRITE and DELETE"
             )));
         }
         WriteOp::Ctas => {
@@ -260,7 +256,12 @@ mod tests {
                 Code::PermissionDenied,
                 "statement",
             ),
-            ("DELETE FROM t WHERE a = 1", Code::Unimplemented, "DELETE"),
+            // Allowed for Iceberg tables only.
+            (
+                "DELETE FROM t WHERE a = 1",
+                Code::PermissionDenied,
+                "only tables of",
+            ),
             ("UPDATE t SET a = 2", Code::Unimplemented, "UPDATE"),
             (
                 "REPLACE INTO t VALUES (1)",

@@ -293,8 +293,11 @@ impl ExecutionPlan for IcebergScanExec {
         vec![false]
     }
 
+    /// Without deletes the node is its child (same properties, so a sort may be pushed below
+    /// it). With deletes its properties are its own (columns added and dropped), so an
+    /// ordering of the child is not claimed as its own: a sort stays above it.
     fn maintains_input_order(&self) -> Vec<bool> {
-        vec![true]
+        vec![self.merge.is_none()]
     }
 
     fn with_new_children(

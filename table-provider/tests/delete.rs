@@ -302,3 +302,87 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
         }
     }
 }
+
+/// A DELETE planned before other commits and run after them: an unrelated append does not make
+/// it fail (it retries on the new table and the appended rows stay), a DELETE of the same data
+/// file that committed first does (a conflict error, nothing committed, rows as the first
+/// DELETE left them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_commits_retry_or_conflict() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_warehouse, catalog) = warehouse_with_db(dir.path()).await;
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+    for version in [2, 3] {
+        let name = format!("iceberg.db.race_v{version}");
+        let table = format!("race_v{version}");
+        ddl(
+            &ctx,
+            &format!(
+                "CREATE TABLE {name} (id BIGINT, region STRING, amount BIGINT) \
+                 TBLPROPERTIES ('format-version'='{version}')"
+            ),
+        )
+        .await;
+        query(
+            &ctx,
+            &format!("INSERT INTO {name} VALUES (1, 'a', 1), (2, 'a', 2), (3, 'a', 3)"),
+        )
+        .await
+        .expect("insert");
+
+        // Planned, then an append commits, then it runs: retried, succeeds.
+        let delete = ctx
+            .sql(&format!("DELETE FROM {name} WHERE id = 1"))
+            .await
+            .expect("plan");
+        query(&ctx, &format!("INSERT INTO {name} VALUES (1, 'b', 10)"))
+            .await
+            .expect("append");
+        let deleted = delete.collect().await.expect("retried after the append");
+        assert_eq!(
+            deleted[0]
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::UInt64Array>()
+                .map(|c| c.value(0)),
+            Some(1)
+        );
+        let expected = vec![
+            json!([1, "b", 10]).to_string(),
+            json!([2, "a", 2]).to_string(),
+            json!([3, "a", 3]).to_string(),
+        ];
+        assert_eq!(rows(&ctx, &name).await, expected, "the appended id 1 stays");
+
+        // Two DELETEs of the same data file, the second planned before the first committed.
+        let late = ctx
+            .sql(&format!("DELETE FROM {name} WHERE id = 3"))
+            .await
+            .expect("plan");
+        assert_eq!(
+            count(&ctx, &format!("DELETE FROM {name} WHERE id = 2")).await,
+            1
+        );
+        let before = snapshots(catalog.as_ref(), &table).await;
+        let err = late.collect().await.expect_err("a conflicting delete");
+        assert!(
+            err.to_string().contains("conflicting concurrent commit"),
+            "{err}"
+        );
+        assert_eq!(
+            snapshots(catalog.as_ref(), &table).await,
+            before,
+            "nothing committed"
+        );
+        let expected = vec![
+            json!([1, "b", 10]).to_string(),
+            json!([3, "a", 3]).to_string(),
+        ];
+        assert_eq!(rows(&ctx, &name).await, expected);
+        // Run again, it deletes.
+        assert_eq!(
+            count(&ctx, &format!("DELETE FROM {name} WHERE id = 3")).await,
+            1
+        );
+    }
+}

@@ -68,6 +68,8 @@ pub struct IcebergTableProvider {
     catalog: Option<Arc<dyn Catalog>>,
     /// For a positional scan: the table's schema plus the file path and position columns.
     positional_schema: Option<SchemaRef>,
+    /// Only these data files (by location as the manifests name them) are read.
+    only_files: Option<Arc<HashSet<String>>>,
 }
 
 impl IcebergTableProvider {
@@ -104,6 +106,7 @@ impl IcebergTableProvider {
             identity_everywhere,
             catalog: None,
             positional_schema: None,
+            only_files: None,
         })
     }
 
@@ -126,6 +129,15 @@ impl IcebergTableProvider {
         )));
         Self {
             positional_schema: Some(Arc::new(arrow::datatypes::Schema::new(fields))),
+            ..self.clone()
+        }
+    }
+
+    /// This scan reading only the data files `files` (locations as the manifests name them):
+    /// a copy-on-write rewrite reads the files it replaces.
+    pub fn only_files(&self, files: HashSet<String>) -> Self {
+        Self {
+            only_files: Some(Arc::new(files)),
             ..self.clone()
         }
     }
@@ -315,7 +327,13 @@ impl TableProvider for IcebergTableProvider {
         let positional = self.positional_schema.is_some();
         // A positional scan reads every row of the files it plans: no limit.
         let limit = if positional { None } else { limit };
-        let plan = self.plan(filters, limit, target_partitions).await?;
+        let mut plan = self.plan(filters, limit, target_partitions).await?;
+        if let Some(only) = &self.only_files {
+            for tasks in &mut plan.partitions {
+                tasks.retain(|task| only.contains(&task.file.path));
+            }
+            plan.partitions.retain(|tasks| !tasks.is_empty());
+        }
         let table_name = self.table.ident().to_string();
         let full_schema = self.schema();
         let requested: Vec<usize> = match projection {

@@ -3,15 +3,20 @@
 //! removes the old one). The rows deleted are exactly those the WHERE clause selects —
 //! subqueries, `WHERE false`, NULL-valued predicates — checked against a model of the rows,
 //! then read back by Spark 3.5 + Iceberg 1.10, PyIceberg and DuckDB; Spark's metadata tables
-//! show the delete files. The forms Petrel refuses (`LIMIT`, copy-on-write tables) fail
-//! clearly and change nothing, and `EXPLAIN DELETE` explains without deleting.
+//! show the delete files. Copy-on-write tables get their files rewritten. Tables Spark wrote
+//! (copy-on-write, and v3 with Spark's own deletion vectors) are deleted from by Petrel and read
+//! back by Spark. `LIMIT` is refused and changes nothing; `EXPLAIN DELETE` explains without
+//! deleting.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{duckdb_rows, query, read_back, result_rows, rows_json, session, warehouse_with_db};
+use common::{
+    duckdb_rows, query, read_back, read_back_with, result_rows, rows_json, session,
+    warehouse_with_db,
+};
 use datafusion::prelude::SessionContext;
 use petrel_table_provider::ddl::{execute_ddl, parse_ddl};
 use petrel_table_provider::{Catalog, Namespace, TableIdent};
@@ -224,22 +229,6 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
         models.insert(table, model);
     }
 
-    // Copy-on-write is not written yet: refused, nothing changes.
-    ddl(
-        &ctx,
-        "CREATE TABLE iceberg.db.cow (id BIGINT, region STRING, amount BIGINT) \
-         TBLPROPERTIES ('write.delete.mode'='copy-on-write')",
-    )
-    .await;
-    query(&ctx, "INSERT INTO iceberg.db.cow VALUES (1, 'a', 1)")
-        .await
-        .expect("insert");
-    let err = query(&ctx, "DELETE FROM iceberg.db.cow WHERE id = 1")
-        .await
-        .expect_err("copy-on-write");
-    assert!(err.to_string().contains("copy-on-write"), "{err}");
-    assert_eq!(snapshots(catalog.as_ref(), "cow").await, 1);
-
     // Spark, PyIceberg and DuckDB read the rows; Spark sees the delete files.
     let seen = read_back(&warehouse, &["mor_v2", "mor_v3"]);
     for (table, model) in &models {
@@ -384,5 +373,106 @@ async fn concurrent_commits_retry_or_conflict() {
             count(&ctx, &format!("DELETE FROM {name} WHERE id = 3")).await,
             1
         );
+    }
+}
+
+/// Tables Spark created, wrote and deleted from (copy-on-write by default; merge-on-read v3
+/// with its own deletion vectors), then deleted from by Petrel: Spark reads the model's rows,
+/// the copy-on-write table has no delete file, and each v3 data file has one deletion vector.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn petrel_deletes_from_tables_spark_wrote() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
+    let values: Vec<String> = (0..40)
+        .map(|i| format!("({i}, '{}', {})", ["x", "y"][i % 2], i * 3))
+        .collect();
+    let values = values.join(", ");
+    let create = |name: &str, props: &str| {
+        format!(
+            "CREATE TABLE iceberg.db.{name} (id BIGINT, region STRING, amount BIGINT) USING iceberg \
+             PARTITIONED BY (region) TBLPROPERTIES ({props})"
+        )
+    };
+    let cow = create("spark_cow", "'format-version'='2'");
+    let dv = create(
+        "spark_dv",
+        "'format-version'='3', 'write.delete.mode'='merge-on-read'",
+    );
+    let fill_cow = format!("INSERT INTO iceberg.db.spark_cow VALUES {values}");
+    let fill_dv = format!("INSERT INTO iceberg.db.spark_dv VALUES {values}");
+    read_back_with(
+        &warehouse,
+        &["spark_cow", "spark_dv"],
+        &[
+            &cow,
+            &fill_cow,
+            "DELETE FROM iceberg.db.spark_cow WHERE id < 4",
+            &dv,
+            &fill_dv,
+            "DELETE FROM iceberg.db.spark_dv WHERE id < 4",
+        ],
+        false,
+    );
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+    let mut model = Model::default();
+    for i in 4..40i64 {
+        model
+            .0
+            .insert(i, (["x", "y"][(i % 2) as usize].to_string(), Some(i * 3)));
+    }
+    for table in ["spark_cow", "spark_dv"] {
+        let name = format!("iceberg.db.{table}");
+        assert_eq!(
+            rows(&ctx, &name).await,
+            model.rows(),
+            "{table} as Spark left it"
+        );
+        let n = count(
+            &ctx,
+            &format!("DELETE FROM {name} WHERE id % 5 = 0 AND region = 'x'"),
+        )
+        .await;
+        let mut after = model.clone();
+        assert_eq!(
+            n,
+            after.delete(|id, region, _| !(id % 5 == 0 && region == "x"))
+        );
+        assert_eq!(rows(&ctx, &name).await, after.rows(), "{table}");
+    }
+    let mut after = model.clone();
+    after.delete(|id, region, _| !(id % 5 == 0 && region == "x"));
+    let seen = read_back(&warehouse, &["spark_cow", "spark_dv"]);
+    for table in ["spark_cow", "spark_dv"] {
+        let t = &seen[table];
+        assert_eq!(
+            result_rows(&t["spark"], &["id", "region", "amount"]),
+            after.rows(),
+            "Spark reads {table}"
+        );
+        let last = t["snapshots"]
+            .as_array()
+            .and_then(|s| s.last())
+            .expect("snapshots");
+        let files: Vec<&str> = t["files"]
+            .as_array()
+            .expect("files")
+            .iter()
+            .map(|f| f["file_path"].as_str().expect("path"))
+            .collect();
+        if table == "spark_cow" {
+            assert_eq!(last["operation"], "overwrite", "{last}");
+            assert!(
+                !files
+                    .iter()
+                    .any(|f| f.contains("delete") || f.ends_with(".puffin")),
+                "{files:?}"
+            );
+        } else {
+            assert_eq!(last["operation"], "delete", "{last}");
+            // Two data files (regions x and y); Spark's DELETE gave both a vector, Petrel's
+            // replaced x's with a merged one: still one vector per data file.
+            let vectors = files.iter().filter(|f| f.ends_with(".puffin")).count();
+            assert_eq!(vectors, 2, "{files:?}");
+        }
     }
 }

@@ -218,7 +218,10 @@ fn is_commit_state_unknown(error: &DataFusionError) -> bool {
 }
 
 /// The data files the write node described.
-fn read_data_files(table: &LoadedTable, batches: &[RecordBatch]) -> DFResult<Vec<DataFile>> {
+pub(crate) fn read_data_files(
+    table: &LoadedTable,
+    batches: &[RecordBatch],
+) -> DFResult<Vec<DataFile>> {
     let metadata = table.metadata();
     let spec = metadata.default_partition_spec();
     let schema = metadata.current_schema();

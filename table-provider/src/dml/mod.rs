@@ -14,5 +14,6 @@
 mod commit_exec;
 mod write_exec;
 
+pub(crate) use commit_exec::read_data_files;
 pub use commit_exec::{IcebergCommitExec, WriteMode};
 pub use write_exec::IcebergWriteExec;

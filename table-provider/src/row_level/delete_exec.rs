@@ -20,25 +20,25 @@ use futures::StreamExt;
 use iceberg::spec::FormatVersion;
 use roaring::RoaringTreemap;
 
+use super::copy_on_write::rewrite_without;
 use super::targets::{Targets, load_targets};
 use crate::catalog::{Catalog, LoadedTable};
-use crate::commit::{
-    DeleteFile, FileKey, Removal, RowDeltaCheck, SnapshotChange, commit_snapshot,
-};
+use crate::commit::{DeleteFile, FileKey, Removal, RowDeltaCheck, SnapshotChange, commit_snapshot};
 use crate::deletes::{read_deletion_vector, read_position_delete_file};
 use crate::error::{Error, Result};
 use crate::io::normalize_location;
+use crate::provider::IcebergTableProvider;
 use crate::write::deletion_vector::write_deletion_vectors;
 use crate::write::position_deletes::write_position_deletes;
 
-/// Deletes the rows its input locates (file path, position) from `table` as read at
-/// `snapshot_id`; returns `count`, the rows deleted.
+/// Deletes the rows its input locates (file path, position) from the table as its provider read
+/// it, in the table's `write.delete.mode`; returns `count`, the rows deleted.
 #[derive(Debug)]
 pub struct IcebergDeleteExec {
     input: Arc<dyn ExecutionPlan>,
     catalog: Arc<dyn Catalog>,
-    table: LoadedTable,
-    snapshot_id: Option<i64>,
+    /// The table at the snapshot the input read.
+    provider: Arc<IcebergTableProvider>,
     properties: Arc<PlanProperties>,
 }
 
@@ -47,8 +47,7 @@ impl IcebergDeleteExec {
     pub fn new(
         input: Arc<dyn ExecutionPlan>,
         catalog: Arc<dyn Catalog>,
-        table: LoadedTable,
-        snapshot_id: Option<i64>,
+        provider: Arc<IcebergTableProvider>,
     ) -> Self {
         let schema = Arc::new(Schema::new(vec![Field::new(
             "count",
@@ -64,8 +63,7 @@ impl IcebergDeleteExec {
         Self {
             input,
             catalog,
-            table,
-            snapshot_id,
+            provider,
             properties,
         }
     }
@@ -75,10 +73,12 @@ impl DisplayAs for IcebergDeleteExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "IcebergDeleteExec: table={} snapshot={} mode=merge-on-read",
-            self.table.ident(),
-            self.snapshot_id
-                .map_or_else(|| "none".to_string(), |s| s.to_string())
+            "IcebergDeleteExec: table={} snapshot={} mode={}",
+            self.provider.table().ident(),
+            self.provider
+                .snapshot_id()
+                .map_or_else(|| "none".to_string(), |s| s.to_string()),
+            delete_mode(self.provider.table())
         )
     }
 }
@@ -118,8 +118,7 @@ impl ExecutionPlan for IcebergDeleteExec {
         Ok(Arc::new(Self::new(
             input,
             Arc::clone(&self.catalog),
-            self.table.clone(),
-            self.snapshot_id,
+            Arc::clone(&self.provider),
         )))
     }
 
@@ -133,10 +132,9 @@ impl ExecutionPlan for IcebergDeleteExec {
                 "IcebergDeleteExec has one partition, not {partition}"
             )));
         }
-        let mut input = self.input.execute(0, context)?;
+        let mut input = self.input.execute(0, Arc::clone(&context))?;
         let catalog = Arc::clone(&self.catalog);
-        let table = self.table.clone();
-        let snapshot_id = self.snapshot_id;
+        let provider = Arc::clone(&self.provider);
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
         let stream = futures::stream::once(async move {
@@ -146,12 +144,7 @@ impl ExecutionPlan for IcebergDeleteExec {
             }
             let deleted: u64 = positions.values().map(RoaringTreemap::len).sum();
             if deleted > 0 {
-                let Some(snapshot_id) = snapshot_id else {
-                    return Err(DataFusionError::Internal(
-                        "rows to delete from a table without snapshots".into(),
-                    ));
-                };
-                delete_positions(catalog.as_ref(), &table, snapshot_id, positions).await?;
+                delete_positions(catalog.as_ref(), &provider, &context, positions).await?;
             }
             Ok(RecordBatch::try_new(
                 out_schema,
@@ -191,33 +184,62 @@ fn collect_positions(
     Ok(())
 }
 
-/// Writes `positions` (by data file) of `table` as read at `snapshot_id` as merge-on-read
-/// deletes and commits them.
-async fn delete_positions(
-    catalog: &dyn Catalog,
-    table: &LoadedTable,
-    snapshot_id: i64,
-    positions: BTreeMap<String, RoaringTreemap>,
-) -> Result<()> {
-    let name = table.ident().to_string();
-    let mode = table
+/// The table's `write.delete.mode` (Iceberg's default: copy-on-write).
+fn delete_mode(table: &LoadedTable) -> String {
+    table
         .metadata()
         .properties()
         .get("write.delete.mode")
         .map(|m| m.trim().to_ascii_lowercase())
-        .unwrap_or_else(|| "copy-on-write".into());
-    if mode != "merge-on-read" {
-        return Err(Error::Unsupported {
-            table: name,
-            message: format!(
-                "DELETE in {mode} mode is not supported yet; Petrel writes merge-on-read \
-                 deletes (tables it creates use them; set write.delete.mode = \
-                 'merge-on-read' in Spark to allow them)"
-            ),
-        });
-    }
+        .unwrap_or_else(|| "copy-on-write".into())
+}
+
+/// Deletes `positions` (by data file) of the table as `provider` read it, in the table's
+/// delete mode, and commits.
+async fn delete_positions(
+    catalog: &dyn Catalog,
+    provider: &IcebergTableProvider,
+    context: &Arc<TaskContext>,
+    positions: BTreeMap<String, RoaringTreemap>,
+) -> Result<()> {
+    let table = provider.table();
+    let name = table.ident().to_string();
+    let Some(snapshot_id) = provider.snapshot_id() else {
+        return Err(Error::InvalidArgument(format!(
+            "table {name}: rows to delete from a table without snapshots"
+        )));
+    };
     let paths: HashSet<String> = positions.keys().cloned().collect();
     let targets = load_targets(table, snapshot_id, &paths).await?;
+    let check = RowDeltaCheck {
+        from_snapshot_id: snapshot_id,
+        data_files: paths.clone(),
+    };
+    match delete_mode(table).as_str() {
+        "merge-on-read" => {}
+        "copy-on-write" => {
+            let positions = Arc::new(positions);
+            let added = rewrite_without(provider, context, &positions).await?;
+            let mut removed: HashSet<FileKey> = paths.iter().map(FileKey::path).collect();
+            for deletes in targets.deletes.values() {
+                removed.extend(deletes.iter().map(|d| FileKey::of(&d.file)));
+            }
+            let written: Vec<String> = added.iter().map(|f| f.file_path().to_string()).collect();
+            let change = SnapshotChange {
+                added,
+                added_deletes: vec![],
+                removal: Removal::Files(removed),
+                row_delta_check: Some(check),
+            };
+            return commit_or_clean_up(catalog, table, change, &written).await;
+        }
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "table {name}: write.delete.mode is '{other}'; Iceberg knows merge-on-read \
+                 and copy-on-write"
+            )));
+        }
+    }
     let (added, removed) = match table.metadata().format_version() {
         FormatVersion::V3 => deletion_vectors(table, &targets, positions).await?,
         FormatVersion::V2 => position_delete_files(table, &targets, positions).await?,
@@ -240,16 +262,23 @@ async fn delete_positions(
         } else {
             Removal::Files(removed)
         },
-        row_delta_check: Some(RowDeltaCheck {
-            from_snapshot_id: snapshot_id,
-            data_files: paths,
-        }),
+        row_delta_check: Some(check),
     };
+    commit_or_clean_up(catalog, table, change, &written).await
+}
+
+/// Commits `change`; on a failure whose outcome is known, deletes the files it `written`.
+async fn commit_or_clean_up(
+    catalog: &dyn Catalog,
+    table: &LoadedTable,
+    change: SnapshotChange,
+    written: &[String],
+) -> Result<()> {
     let result = commit_snapshot(catalog, table.clone(), change).await;
     if let Err(e) = &result
         && !matches!(e, Error::CommitStateUnknown { .. })
     {
-        for path in &written {
+        for path in written {
             let _ = table.io().delete(path).await;
         }
     }

@@ -154,8 +154,7 @@ impl ExtensionPlanner for DeletePlanner {
         Ok(Some(Arc::new(IcebergDeleteExec::new(
             Arc::clone(input),
             Arc::clone(catalog),
-            table.clone(),
-            node.table.snapshot_id(),
+            Arc::clone(&node.table),
         ))))
     }
 }

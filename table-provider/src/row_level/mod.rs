@@ -17,12 +17,20 @@
 //! delete arbitrary rows; Spark has no such form). `EXPLAIN DELETE` plans and explains without
 //! executing, as for any plan.
 //!
-//! [`IcebergDeleteExec`] then writes, for each data file with deleted rows, its positions as
-//! Iceberg merge-on-read deletes: a position-delete file per data file in format 2, a deletion
-//! vector in format 3 (merged with the data file's earlier deletion vector, which the same
-//! commit removes: at most one per data file). The snapshot (operation `delete`) is committed
-//! with the row-delta checks of `commit::validation`.
+//! [`IcebergDeleteExec`] then changes, for each data file with deleted rows, what the table's
+//! `write.delete.mode` asks for:
+//!
+//! - **merge-on-read**: its positions as Iceberg deletes, a position-delete file per data file
+//!   in format 2, a deletion vector in format 3 (merged with the data file's earlier deletion
+//!   vector and file-scoped deletes, which the same commit removes: at most one per data
+//!   file); snapshot operation `delete`;
+//! - **copy-on-write** (Iceberg's default): the data file rewritten without those rows
+//!   (`copy_on_write`), the old file and its file-scoped deletes removed; operation
+//!   `overwrite`.
+//!
+//! Either way the snapshot is committed with the row-delta checks of `commit::validation`.
 
+mod copy_on_write;
 mod delete_exec;
 mod delete_node;
 mod rule;

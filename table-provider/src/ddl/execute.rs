@@ -8,7 +8,7 @@
 //! append; if the insert fails the new table is dropped again. The query may only be a query
 //! (no DDL, DML or `SET` inside it).
 
-use datafusion::dataframe::DataFrameWriteOptions;
+use datafusion::dataframe::{DataFrame, DataFrameWriteOptions};
 use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
 
@@ -62,7 +62,7 @@ async fn create_table(ctx: &SessionContext, create: CreateTable) -> Result<u64> 
     }
     let schema = if create.columns.is_empty() {
         let query = create.query.as_deref().unwrap_or_default();
-        let frame = ctx.sql_with_options(query, query_only()).await?;
+        let frame = plan_query(ctx, query).await?;
         arrow_schema_to_iceberg(frame.schema().as_arrow())?
     } else {
         create.schema()?
@@ -78,8 +78,7 @@ async fn create_table(ctx: &SessionContext, create: CreateTable) -> Result<u64> 
     };
     let target = quoted_name(ctx, &ident, &create.name);
     let inserted = async {
-        let batches = ctx
-            .sql_with_options(query, query_only())
+        let batches = plan_query(ctx, query)
             .await?
             .write_table(&target, DataFrameWriteOptions::new())
             .await?;
@@ -105,6 +104,19 @@ async fn create_table(ctx: &SessionContext, create: CreateTable) -> Result<u64> 
             Err(e.into())
         }
     }
+}
+
+/// Plans `AS query`, refusing anything but a query with a typed error
+/// ([`Error::InvalidArgument`]: DataFusion's own refusal is an untyped planning error).
+async fn plan_query(ctx: &SessionContext, query: &str) -> Result<DataFrame> {
+    let plan = ctx.state().create_logical_plan(query).await?;
+    query_only().verify_plan(&plan).map_err(|e| {
+        Error::InvalidArgument(format!(
+            "write refused: CREATE TABLE … AS takes a query only ({})",
+            e.strip_backtrace()
+        ))
+    })?;
+    Ok(ctx.execute_logical_plan(plan).await?)
 }
 
 /// `AS query` must be a query: no DDL, DML or `SET` hides in it.

@@ -3,8 +3,8 @@
 //!
 //! Every value is a claim about this server: DataFusion 53's SQL (generic dialect, unquoted
 //! identifiers folded to lower case, quoted ones kept and compared exactly) with Petrel's
-//! additions (time travel, Spark's DDL, INSERT [OVERWRITE], bulk ingest; no UPDATE, DELETE or
-//! MERGE yet, no transactions), and `--read-only`, which turns every write-related value off.
+//! additions (time travel, Spark's DDL, INSERT [OVERWRITE], searched DELETE, bulk ingest; no
+//! UPDATE or MERGE yet, no transactions), and `--read-only`, which turns every write-related value off.
 //! `server/tests/sql_info.rs` checks each value that SQL can check (identifier case and quoting,
 //! keywords, functions, conversions, LIKE escapes, null ordering, subqueries, joins, unions)
 //! by running it.
@@ -173,8 +173,8 @@ pub(crate) fn try_sql_info_data(read_only: bool) -> Result<SqlInfoData, Status> 
     b.append(SqlInfo::SqlSupportsLikeEscapeClause, false);
     // `NOT NULL` columns in CREATE TABLE.
     b.append(SqlInfo::SqlSupportsNonNullableColumns, true);
-    // The ODBC minimum grammar and entry-level SQL-92, as far as queries, CREATE/DROP TABLE and
-    // INSERT go; searched UPDATE and DELETE are not run yet. Not ODBC Core (no views, indexes,
+    // The ODBC minimum grammar and entry-level SQL-92, as far as queries, CREATE/DROP TABLE,
+    // INSERT and searched DELETE go; searched UPDATE is not run yet. Not ODBC Core (no views, indexes,
     // GRANT, positioned updates) nor intermediate SQL-92 (no transactions, domains, ALTER).
     b.append(
         SqlInfo::SqlSupportedGrammar,

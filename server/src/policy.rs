@@ -9,16 +9,16 @@
 //! - a query (any plan without a write) is allowed, as before;
 //! - `INSERT INTO t ...`, `INSERT OVERWRITE t ...` ([`WriteOp::Insert`] with
 //!   [`InsertOp::Append`] or [`InsertOp::Overwrite`], a dynamic partition overwrite) and
-//!   `DELETE FROM t ...` ([`WriteOp::Delete`], merge-on-read) are allowed when the write is the
-//!   statement itself (or what a plain `EXPLAIN` explains), its
+//!   `DELETE FROM t ...` / `UPDATE t SET ...` ([`WriteOp::Delete`], [`WriteOp::Update`]) are
+//!   allowed when the write is the statement itself (or what a plain `EXPLAIN` explains), its
 //!   target resolves to a catalog the server serves as an Iceberg catalog, and the target
 //!   provider in the plan is an [`IcebergTableProvider`] — so `information_schema` tables,
 //!   in-memory tables and anything else cannot be written;
 //! - Spark's DDL for Iceberg tables (`CREATE/DROP SCHEMA`, `CREATE [OR …] TABLE`, `DROP
 //!   TABLE`) never reaches this check: the engine plans it itself (`petrel_table_provider::ddl`);
 //! - everything else is refused with a message saying why: `COPY ... TO`, DataFusion's DDL
-//!   (`CREATE EXTERNAL TABLE`, views, functions), `SET` and other statements, `UPDATE` (not
-//!   supported yet), `REPLACE INTO`, a write nested in `EXPLAIN ANALYZE` (which would run it);
+//!   (`CREATE EXTERNAL TABLE`, views, functions), `SET` and other statements, `REPLACE INTO`,
+//!   a write nested in `EXPLAIN ANALYZE` (which would run it);
 //! - in read-only mode (`--read-only`) every write is refused.
 //!
 //! Reads keep their own guards in the engine: no table factories (so no `CREATE EXTERNAL
@@ -118,12 +118,8 @@ fn check_dml(dml: &DmlStatement, policy: &Policy<'_>) -> Result<StatementKind, S
         }
         // Planned by `petrel_table_provider::row_level` (merge-on-read deletes).
         WriteOp::Delete => {}
-        WriteOp::Update => {
-            return Err(Status::unimplemented(format!(
-                "UPDATE is not supported yet ({name}); Petrel accepts INSERT INTO, INSERT \
-                 OVERWRITE and DELETE"
-            )));
-        }
+        // Planned by `petrel_table_provider::row_level` too.
+        WriteOp::Update => {}
         WriteOp::Ctas => {
             return Err(Status::unimplemented(format!(
                 "CREATE TABLE AS SELECT is not supported yet ({name})"
@@ -262,7 +258,11 @@ mod tests {
                 Code::PermissionDenied,
                 "only tables of",
             ),
-            ("UPDATE t SET a = 2", Code::Unimplemented, "UPDATE"),
+            (
+                "UPDATE t SET a = 2",
+                Code::PermissionDenied,
+                "only tables of",
+            ),
             (
                 "REPLACE INTO t VALUES (1)",
                 Code::Unimplemented,

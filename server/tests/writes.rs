@@ -236,11 +236,6 @@ async fn updates_prepared_batches_and_query_path_inserts() {
             "only tables of",
         ),
         (
-            format!("UPDATE {T} SET name = 'x'"),
-            Code::Unimplemented,
-            "UPDATE is not supported yet",
-        ),
-        (
             format!("REPLACE INTO {T} VALUES (1, 'a')"),
             Code::Unimplemented,
             "REPLACE INTO",
@@ -315,6 +310,14 @@ async fn updates_prepared_batches_and_query_path_inserts() {
     assert_eq!(deleted, 1);
     assert_eq!(snapshots(warehouse.path(), "t").await, 8);
     assert_eq!(table_rows(&mut client, T).await, vec![row(10, "j")]);
+    // UPDATE, copy-on-write as well.
+    let updated = client
+        .execute_update(format!("UPDATE {T} SET name = 'k' WHERE id = 10"), None)
+        .await
+        .unwrap();
+    assert_eq!(updated, 1);
+    assert_eq!(snapshots(warehouse.path(), "t").await, 9);
+    assert_eq!(table_rows(&mut client, T).await, vec![row(10, "k")]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -99,7 +99,6 @@ def test_refetching_the_ticket_does_not_insert_again(lake):
         ("COPY (SELECT 1) TO '{dir}/out.csv'", "COPY ... TO is not allowed"),
         ("CREATE EXTERNAL TABLE e STORED AS CSV LOCATION '/etc/passwd'", "CREATE EXTERNAL TABLE is not allowed"),
         ("INSERT INTO lake.information_schema.tables VALUES ('a', 'b', 'c', 'd')", "only tables of"),
-        ("UPDATE t SET name = 'x'", "UPDATE is not supported yet"),
         ("REPLACE INTO t VALUES (1, 'a')", "REPLACE INTO"),
     ],
 )

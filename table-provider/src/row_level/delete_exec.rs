@@ -17,7 +17,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, PlanProperties,
 };
 use futures::StreamExt;
-use iceberg::spec::FormatVersion;
+use iceberg::spec::{DataFile, FormatVersion};
 use roaring::RoaringTreemap;
 
 use super::copy_on_write::rewrite_without;
@@ -78,7 +78,7 @@ impl DisplayAs for IcebergDeleteExec {
             self.provider
                 .snapshot_id()
                 .map_or_else(|| "none".to_string(), |s| s.to_string()),
-            delete_mode(self.provider.table())
+            row_level_mode(self.provider.table(), DELETE_MODE)
         )
     }
 }
@@ -144,7 +144,15 @@ impl ExecutionPlan for IcebergDeleteExec {
             }
             let deleted: u64 = positions.values().map(RoaringTreemap::len).sum();
             if deleted > 0 {
-                delete_positions(catalog.as_ref(), &provider, &context, positions).await?;
+                delete_positions(
+                    catalog.as_ref(),
+                    &provider,
+                    &context,
+                    positions,
+                    DELETE_MODE,
+                    vec![],
+                )
+                .await?;
             }
             Ok(RecordBatch::try_new(
                 out_schema,
@@ -155,19 +163,20 @@ impl ExecutionPlan for IcebergDeleteExec {
     }
 }
 
-/// Adds a batch of (file path, position) rows to `positions`.
-fn collect_positions(
+/// Adds the (file path, position) of each row of `batch` (its last two columns) to
+/// `positions`.
+pub(super) fn collect_positions(
     batch: &RecordBatch,
     positions: &mut BTreeMap<String, RoaringTreemap>,
 ) -> DFResult<()> {
-    if batch.num_columns() != 2 {
+    let columns = batch.num_columns();
+    if columns < 2 {
         return Err(DataFusionError::Internal(format!(
-            "IcebergDeleteExec expects (file, position) rows, got {} columns",
-            batch.num_columns()
+            "row-level writes expect (…, file, position) rows, got {columns} columns"
         )));
     }
-    let files = batch.column(0).as_string::<i32>();
-    let rows = batch.column(1).as_primitive::<Int64Type>();
+    let files = batch.column(columns - 2).as_string::<i32>();
+    let rows = batch.column(columns - 1).as_primitive::<Int64Type>();
     for i in 0..batch.num_rows() {
         let position = u64::try_from(rows.value(i))
             .map_err(|_| DataFusionError::Internal("a negative row position".into()))?;
@@ -184,23 +193,31 @@ fn collect_positions(
     Ok(())
 }
 
-/// The table's `write.delete.mode` (Iceberg's default: copy-on-write).
-fn delete_mode(table: &LoadedTable) -> String {
+/// The table's row-level mode `property` (`write.delete.mode`, `write.update.mode`,
+/// `write.merge.mode`; Iceberg's default: copy-on-write).
+pub(super) fn row_level_mode(table: &LoadedTable, property: &str) -> String {
     table
         .metadata()
         .properties()
-        .get("write.delete.mode")
+        .get(property)
         .map(|m| m.trim().to_ascii_lowercase())
         .unwrap_or_else(|| "copy-on-write".into())
 }
 
+/// The table property naming DELETE's mode.
+pub(super) const DELETE_MODE: &str = "write.delete.mode";
+
 /// Deletes `positions` (by data file) of the table as `provider` read it, in the table's
-/// delete mode, and commits.
-async fn delete_positions(
+/// `mode_property` (`write.delete.mode`, `write.update.mode`), adds the data files `new_rows`
+/// (an UPDATE's new versions of the rows; deleted if the commit fails) and commits one
+/// snapshot.
+pub(super) async fn delete_positions(
     catalog: &dyn Catalog,
     provider: &IcebergTableProvider,
     context: &Arc<TaskContext>,
     positions: BTreeMap<String, RoaringTreemap>,
+    mode_property: &str,
+    new_rows: Vec<DataFile>,
 ) -> Result<()> {
     let table = provider.table();
     let name = table.ident().to_string();
@@ -215,11 +232,22 @@ async fn delete_positions(
         from_snapshot_id: snapshot_id,
         data_files: paths.clone(),
     };
-    match delete_mode(table).as_str() {
+    let new_row_files: Vec<String> = new_rows.iter().map(|f| f.file_path().to_string()).collect();
+    let mode = row_level_mode(table, mode_property);
+    match mode.as_str() {
         "merge-on-read" => {}
         "copy-on-write" => {
             let positions = Arc::new(positions);
-            let added = rewrite_without(provider, context, &positions).await?;
+            let mut added = match rewrite_without(provider, context, &positions).await {
+                Ok(added) => added,
+                Err(e) => {
+                    for path in &new_row_files {
+                        let _ = table.io().delete(path).await;
+                    }
+                    return Err(e);
+                }
+            };
+            added.extend(new_rows);
             let mut removed: HashSet<FileKey> = paths.iter().map(FileKey::path).collect();
             for deletes in targets.deletes.values() {
                 removed.extend(deletes.iter().map(|d| FileKey::of(&d.file)));
@@ -235,8 +263,8 @@ async fn delete_positions(
         }
         other => {
             return Err(Error::InvalidArgument(format!(
-                "table {name}: write.delete.mode is '{other}'; Iceberg knows merge-on-read \
-                 and copy-on-write"
+                "table {name}: {mode_property} is '{other}'; Iceberg knows merge-on-read and \
+                 copy-on-write"
             )));
         }
     }
@@ -250,12 +278,13 @@ async fn delete_positions(
             });
         }
     };
-    let written: Vec<String> = added
+    let mut written: Vec<String> = added
         .iter()
         .map(|d| d.file.file_path().to_string())
         .collect();
+    written.extend(new_row_files);
     let change = SnapshotChange {
-        added: vec![],
+        added: new_rows,
         added_deletes: added,
         removal: if removed.is_empty() {
             Removal::Nothing

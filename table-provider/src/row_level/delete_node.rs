@@ -1,5 +1,5 @@
-//! [`DeleteNode`]: a DELETE of an Iceberg table in a logical plan, and [`DeletePlanner`], which
-//! plans it into an [`IcebergDeleteExec`].
+//! [`DeleteNode`]: a DELETE or UPDATE of an Iceberg table in a logical plan, and
+//! [`DeletePlanner`], which plans it into an [`IcebergDeleteExec`] or an [`IcebergUpdateExec`].
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -17,13 +17,26 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_planner::{ExtensionPlanner, PhysicalPlanner};
 
 use super::delete_exec::IcebergDeleteExec;
+use super::update_exec::IcebergUpdateExec;
 use crate::error::Error;
 use crate::provider::IcebergTableProvider;
 
-/// `DELETE FROM table WHERE …` over its input: the (data file path, position) of every row to
-/// delete, from a positional scan of `table` at the snapshot it read. Output: `count`.
+/// Which row-level write a [`DeleteNode`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd)]
+pub enum RowLevelOp {
+    /// `DELETE`: the input is (file path, position) of each row to delete.
+    Delete,
+    /// `UPDATE`: the input is each changed row's new values (the table's columns), then its
+    /// file path and position.
+    Update,
+}
+
+/// A row-level write of `table` over its input, rows located by a positional scan of `table`
+/// at the snapshot it read (see [`RowLevelOp`]). Output: `count`.
 #[derive(Debug, Clone)]
 pub struct DeleteNode {
+    /// DELETE or UPDATE.
+    pub op: RowLevelOp,
     /// The table (the provider the positional scan read: same table and snapshot).
     pub table: Arc<IcebergTableProvider>,
     /// The rows to delete: two columns, file path and position.
@@ -32,22 +45,28 @@ pub struct DeleteNode {
 }
 
 impl DeleteNode {
-    /// A DELETE of `table`'s rows that `input` locates.
-    pub fn try_new(table: Arc<IcebergTableProvider>, input: Arc<LogicalPlan>) -> DFResult<Self> {
+    /// A row-level write `op` of `table`'s rows that `input` locates.
+    pub fn try_new(
+        op: RowLevelOp,
+        table: Arc<IcebergTableProvider>,
+        input: Arc<LogicalPlan>,
+    ) -> DFResult<Self> {
         let schema = DFSchema::try_from(Schema::new(vec![Field::new(
             "count",
             DataType::UInt64,
             false,
         )]))?;
         Ok(Self {
+            op,
             table,
             input,
             schema: Arc::new(schema),
         })
     }
 
-    fn key(&self) -> (String, Option<i64>) {
+    fn key(&self) -> (RowLevelOp, String, Option<i64>) {
         (
+            self.op,
             self.table.table().ident().to_string(),
             self.table.snapshot_id(),
         )
@@ -77,7 +96,10 @@ impl Hash for DeleteNode {
 
 impl UserDefinedLogicalNodeCore for DeleteNode {
     fn name(&self) -> &str {
-        "IcebergDelete"
+        match self.op {
+            RowLevelOp::Delete => "IcebergDelete",
+            RowLevelOp::Update => "IcebergUpdate",
+        }
     }
 
     fn inputs(&self) -> Vec<&LogicalPlan> {
@@ -95,7 +117,8 @@ impl UserDefinedLogicalNodeCore for DeleteNode {
     fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(
             f,
-            "IcebergDelete: table={} snapshot={}",
+            "{}: table={} snapshot={}",
+            UserDefinedLogicalNodeCore::name(self),
             self.table.table().ident(),
             self.table
                 .snapshot_id()
@@ -151,11 +174,18 @@ impl ExtensionPlanner for DeletePlanner {
         let input = physical_inputs
             .first()
             .ok_or_else(|| DataFusionError::Internal("IcebergDelete needs an input".into()))?;
-        Ok(Some(Arc::new(IcebergDeleteExec::new(
-            Arc::clone(input),
-            Arc::clone(catalog),
-            Arc::clone(&node.table),
-        ))))
+        Ok(Some(match node.op {
+            RowLevelOp::Delete => Arc::new(IcebergDeleteExec::new(
+                Arc::clone(input),
+                Arc::clone(catalog),
+                Arc::clone(&node.table),
+            )),
+            RowLevelOp::Update => Arc::new(IcebergUpdateExec::new(
+                Arc::clone(input),
+                Arc::clone(catalog),
+                Arc::clone(&node.table),
+            )),
+        }))
     }
 }
 

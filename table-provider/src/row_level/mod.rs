@@ -1,4 +1,5 @@
-//! Row-level writes: `DELETE FROM t WHERE …` (UPDATE and MERGE to follow on the same plan).
+//! Row-level writes: `DELETE FROM t WHERE …` and `UPDATE t SET … WHERE …` (MERGE to follow on
+//! the same plan).
 //!
 //! ```text
 //! IcebergDeleteExec                    (one partition: gathers the positions, writes the
@@ -29,13 +30,21 @@
 //!   `overwrite`.
 //!
 //! Either way the snapshot is committed with the row-delta checks of `commit::validation`.
+//!
+//! `UPDATE` is planned the same way, its input DataFusion's projection of the new values over
+//! the positional scan: [`IcebergUpdateExec`] writes the new rows with the table's writers and
+//! deletes the old ones as DELETE does, in `write.update.mode`, all in one `overwrite`
+//! snapshot. `UPDATE … FROM` is refused. In format 3 updated rows get new row ids (Spark keeps
+//! `_row_id`; not done yet).
 
 mod copy_on_write;
 mod delete_exec;
 mod delete_node;
 mod rule;
 mod targets;
+mod update_exec;
 
 pub use delete_exec::IcebergDeleteExec;
-pub use delete_node::{DeleteNode, DeletePlanner, as_delete};
+pub use delete_node::{DeleteNode, DeletePlanner, RowLevelOp, as_delete};
 pub use rule::RowLevelDml;
+pub use update_exec::IcebergUpdateExec;

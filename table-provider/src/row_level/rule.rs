@@ -1,5 +1,5 @@
-//! [`RowLevelDml`]: the analyzer rule that plans `DELETE` on Iceberg tables as a query over a
-//! positional scan (see the module docs of `row_level`).
+//! [`RowLevelDml`]: the analyzer rule that plans `DELETE` and `UPDATE` on Iceberg tables as
+//! queries over a positional scan (see the module docs of `row_level`).
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use datafusion::logical_expr::{
 };
 use datafusion::optimizer::AnalyzerRule;
 
-use super::delete_node::DeleteNode;
+use super::delete_node::{DeleteNode, RowLevelOp};
 use crate::error::Error;
 use crate::provider::IcebergTableProvider;
 use crate::scan::{FILE_PATH_COLUMN, POSITION_COLUMN};
@@ -35,6 +35,7 @@ impl AnalyzerRule for RowLevelDml {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DFResult<LogicalPlan> {
         plan.transform_down(|node| match node {
             LogicalPlan::Dml(dml) if dml.op == WriteOp::Delete => rewrite_delete(dml),
+            LogicalPlan::Dml(dml) if dml.op == WriteOp::Update => rewrite_update(dml),
             other => Ok(Transformed::no(other)),
         })
         .map(|t| t.data)
@@ -63,7 +64,44 @@ fn rewrite_delete(dml: DmlStatement) -> DFResult<Transformed<LogicalPlan>> {
     let rows = rows
         .project(vec![col(FILE_PATH_COLUMN), col(POSITION_COLUMN)])?
         .build()?;
-    let node = DeleteNode::try_new(Arc::new(provider), Arc::new(rows))?;
+    let node = DeleteNode::try_new(RowLevelOp::Delete, Arc::new(provider), Arc::new(rows))?;
+    Ok(Transformed::yes(LogicalPlan::Extension(Extension {
+        node: Arc::new(node),
+    })))
+}
+
+/// The UPDATE as a [`DeleteNode`] ([`RowLevelOp::Update`]) when its target is an Iceberg table
+/// (else unchanged): its new values (DataFusion's projection of the assignments, each column
+/// cast to its type) over the positional scan, with each row's file path and position.
+fn rewrite_update(dml: DmlStatement) -> DFResult<Transformed<LogicalPlan>> {
+    let Some(provider) = source_as_provider(&dml.target)
+        .ok()
+        .and_then(|p| p.as_any().downcast_ref::<IcebergTableProvider>().cloned())
+    else {
+        return Ok(Transformed::no(LogicalPlan::Dml(dml)));
+    };
+    let table = provider.table().ident().to_string();
+    let LogicalPlan::Projection(projection) = dml.input.as_ref() else {
+        return Err(unsupported(&table, &dml.input));
+    };
+    let (predicate, scan_name) = where_clause(&projection.input, &table).map_err(|_| {
+        DataFusionError::from(Error::Unsupported {
+            table: table.clone(),
+            message: "UPDATE … FROM is not supported yet: use UPDATE t SET … WHERE … (with \
+                      subqueries)"
+                .into(),
+        })
+    })?;
+    let positional = provider_as_source(Arc::new(provider.positional()));
+    let mut rows = LogicalPlanBuilder::scan(scan_name, positional, None)?;
+    if let Some(predicate) = predicate {
+        rows = rows.filter(predicate)?;
+    }
+    let mut values = projection.expr.clone();
+    values.push(col(FILE_PATH_COLUMN));
+    values.push(col(POSITION_COLUMN));
+    let rows = rows.project(values)?.build()?;
+    let node = DeleteNode::try_new(RowLevelOp::Update, Arc::new(provider), Arc::new(rows))?;
     Ok(Transformed::yes(LogicalPlan::Extension(Extension {
         node: Arc::new(node),
     })))

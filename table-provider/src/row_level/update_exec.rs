@@ -1,0 +1,302 @@
+//! [`IcebergUpdateExec`]: writes the new versions of the rows an UPDATE changes and deletes
+//! the old ones, in one snapshot.
+//!
+//! The input (new values, then each row's file path and position) streams through
+//! [`TapPositionsExec`], which records the positions and passes the new rows on to the table's
+//! writers (`IcebergWriteExec`, in parallel); the positions then become deletes as for DELETE,
+//! in the table's `write.update.mode` (merge-on-read: delete files; copy-on-write: the old files
+//! rewritten without those rows), committed with the new data files as one `overwrite`.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arrow::array::{RecordBatch, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::TableProvider;
+use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
+use futures::{StreamExt, TryStreamExt};
+use iceberg::spec::DataFile;
+use roaring::RoaringTreemap;
+
+use super::delete_exec::{collect_positions, delete_positions, row_level_mode};
+use crate::catalog::Catalog;
+use crate::dml::{IcebergWriteExec, read_data_files};
+use crate::error::Error;
+use crate::provider::IcebergTableProvider;
+use crate::write::data_file_writer::WriteSettings;
+
+/// The table property naming UPDATE's mode.
+const UPDATE_MODE: &str = "write.update.mode";
+
+/// Positions by data file, filled while the rows stream.
+type SharedPositions = Arc<Mutex<BTreeMap<String, RoaringTreemap>>>;
+
+/// Updates the rows its input locates; returns `count`, the rows updated.
+#[derive(Debug)]
+pub struct IcebergUpdateExec {
+    input: Arc<dyn ExecutionPlan>,
+    catalog: Arc<dyn Catalog>,
+    provider: Arc<IcebergTableProvider>,
+    properties: Arc<PlanProperties>,
+}
+
+impl IcebergUpdateExec {
+    /// An UPDATE whose new rows (with file path and position) `input` produces.
+    pub fn new(
+        input: Arc<dyn ExecutionPlan>,
+        catalog: Arc<dyn Catalog>,
+        provider: Arc<IcebergTableProvider>,
+    ) -> Self {
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "count",
+            DataType::UInt64,
+            false,
+        )]));
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            input,
+            catalog,
+            provider,
+            properties,
+        }
+    }
+}
+
+impl DisplayAs for IcebergUpdateExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "IcebergUpdateExec: table={} snapshot={} mode={}",
+            self.provider.table().ident(),
+            self.provider
+                .snapshot_id()
+                .map_or_else(|| "none".to_string(), |s| s.to_string()),
+            row_level_mode(self.provider.table(), UPDATE_MODE)
+        )
+    }
+}
+
+impl ExecutionPlan for IcebergUpdateExec {
+    fn name(&self) -> &str {
+        "IcebergUpdateExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let input = children
+            .pop()
+            .ok_or_else(|| DataFusionError::Internal("IcebergUpdateExec needs an input".into()))?;
+        Ok(Arc::new(Self::new(
+            input,
+            Arc::clone(&self.catalog),
+            Arc::clone(&self.provider),
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "IcebergUpdateExec has one partition, not {partition}"
+            )));
+        }
+        let provider = Arc::clone(&self.provider);
+        let catalog = Arc::clone(&self.catalog);
+        let table = provider.table().clone();
+        let name = table.ident().to_string();
+        let metadata = table.metadata();
+        if metadata.current_schema_id() != provider.iceberg_schema().schema_id() {
+            return Err(Error::Unsupported {
+                table: name,
+                message: "the table's schema changed since it was loaded; run the statement \
+                          again"
+                    .into(),
+            }
+            .into());
+        }
+        let arrow_schema = provider.schema();
+        let positions: SharedPositions = Arc::default();
+        let tap: Arc<dyn ExecutionPlan> = Arc::new(TapPositionsExec::new(
+            Arc::clone(&self.input),
+            Arc::clone(&positions),
+            Arc::clone(&arrow_schema),
+        ));
+        let settings = Arc::new(WriteSettings::new(name, metadata, arrow_schema)?);
+        let partition_type = settings
+            .spec()
+            .partition_type(settings.schema())
+            .map_err(Error::from)?;
+        let write: Arc<dyn ExecutionPlan> = Arc::new(IcebergWriteExec::new(
+            tap,
+            Arc::clone(&settings),
+            table.io().clone(),
+            partition_type,
+            metadata.format_version(),
+        ));
+        let gathered = Arc::new(CoalescePartitionsExec::new(write));
+        let schema = self.schema();
+        let out_schema = Arc::clone(&schema);
+        let stream = futures::stream::once(async move {
+            let written: DFResult<Vec<DataFile>> = async {
+                let batches: Vec<RecordBatch> = gathered
+                    .execute(0, Arc::clone(&context))?
+                    .try_collect()
+                    .await?;
+                read_data_files(&table, &batches)
+            }
+            .await;
+            let new_rows = match written {
+                Ok(files) => files,
+                Err(e) => {
+                    for location in settings.started_files() {
+                        let _ = table.io().delete(&location).await;
+                    }
+                    return Err(e);
+                }
+            };
+            let positions =
+                std::mem::take(&mut *positions.lock().unwrap_or_else(PoisonError::into_inner));
+            let updated: u64 = positions.values().map(RoaringTreemap::len).sum();
+            if updated > 0 {
+                delete_positions(
+                    catalog.as_ref(),
+                    &provider,
+                    &context,
+                    positions,
+                    UPDATE_MODE,
+                    new_rows,
+                )
+                .await?;
+            }
+            Ok(RecordBatch::try_new(
+                out_schema,
+                vec![Arc::new(UInt64Array::from(vec![updated]))],
+            )?)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// Passes its input's rows on without their last two columns (file path, position), which it
+/// records in `positions`.
+#[derive(Debug)]
+struct TapPositionsExec {
+    input: Arc<dyn ExecutionPlan>,
+    positions: SharedPositions,
+    properties: Arc<PlanProperties>,
+}
+
+impl TapPositionsExec {
+    fn new(input: Arc<dyn ExecutionPlan>, positions: SharedPositions, schema: SchemaRef) -> Self {
+        let partitions = input.properties().output_partitioning().partition_count();
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Self {
+            input,
+            positions,
+            properties,
+        }
+    }
+}
+
+impl DisplayAs for TapPositionsExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TapPositionsExec")
+    }
+}
+
+impl ExecutionPlan for TapPositionsExec {
+    fn name(&self) -> &str {
+        "TapPositionsExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        mut children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let input = children
+            .pop()
+            .ok_or_else(|| DataFusionError::Internal("TapPositionsExec needs an input".into()))?;
+        Ok(Arc::new(Self::new(
+            input,
+            Arc::clone(&self.positions),
+            self.schema(),
+        )))
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        let input = self.input.execute(partition, context)?;
+        let positions = Arc::clone(&self.positions);
+        let schema = self.schema();
+        let out_schema = Arc::clone(&schema);
+        let stream = input.map(move |batch| {
+            let batch = batch?;
+            collect_positions(
+                &batch,
+                &mut positions.lock().unwrap_or_else(PoisonError::into_inner),
+            )?;
+            let columns = batch.num_columns() - 2;
+            Ok(RecordBatch::try_new(
+                Arc::clone(&out_schema),
+                batch.columns()[..columns].to_vec(),
+            )?)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}

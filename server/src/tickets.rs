@@ -215,26 +215,28 @@ impl TicketSigner {
 /// or else base64 (standard or URL-safe alphabet, padded or not: `openssl rand -base64 32`).
 pub fn parse_secret(text: &str) -> Result<Vec<u8>, String> {
     let text = text.trim();
-    let bytes =
-        if !text.is_empty() && text.len().is_multiple_of(2) && text.bytes().all(|b| b.is_ascii_hexdigit()) {
-            decode_hex(text)
-        } else {
-            let lenient = |alphabet: &base64::alphabet::Alphabet| {
-                base64::engine::GeneralPurpose::new(
-                    alphabet,
-                    base64::engine::GeneralPurposeConfig::new()
-                        .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
-                )
-            };
-            lenient(&base64::alphabet::STANDARD)
-                .decode(text)
-                .or_else(|_| lenient(&base64::alphabet::URL_SAFE).decode(text))
-                .map_err(|_| {
-                    "ticket_secret is neither hex nor base64 (generate one with \
-                 `openssl rand -hex 32`)"
-                        .to_string()
-                })?
+    let bytes = if !text.is_empty()
+        && text.len().is_multiple_of(2)
+        && text.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        decode_hex(text)
+    } else {
+        let lenient = |alphabet: &base64::alphabet::Alphabet| {
+            base64::engine::GeneralPurpose::new(
+                alphabet,
+                base64::engine::GeneralPurposeConfig::new()
+                    .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+            )
         };
+        lenient(&base64::alphabet::STANDARD)
+            .decode(text)
+            .or_else(|_| lenient(&base64::alphabet::URL_SAFE).decode(text))
+            .map_err(|_| {
+                "ticket_secret is neither hex nor base64 (generate one with \
+                 `openssl rand -hex 32`)"
+                    .to_string()
+            })?
+    };
     if bytes.len() < MIN_SECRET_BYTES {
         return Err(format!(
             "ticket_secret decodes to {} bytes; use at least {MIN_SECRET_BYTES} random bytes \
@@ -588,7 +590,11 @@ mod tests {
         );
         let url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([0xfbu8; 24]);
         assert_eq!(parse_secret(&url).unwrap(), vec![0xfb; 24]);
-        assert!(parse_secret("c2hvcnQ=").unwrap_err().contains("at least 16"));
+        assert!(
+            parse_secret("c2hvcnQ=")
+                .unwrap_err()
+                .contains("at least 16")
+        );
         assert!(parse_secret("abcd").unwrap_err().contains("at least 16"));
         assert!(parse_secret("not base64 !!").is_err());
         assert!(parse_secret("").is_err());

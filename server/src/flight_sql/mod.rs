@@ -76,8 +76,10 @@ pub(crate) const CUSTOM_ACTIONS: &[(&str, &str)] = &[
 pub struct PetrelFlightSql {
     engine: Arc<QueryEngine>,
     sessions: Arc<SessionStore>,
-    sql_info: SqlInfoData,
-    xdbc: XdbcTypeInfoData,
+    /// GetSqlInfo's table (built once; its builder cannot fail on the static values, but an
+    /// error would be answered, not panicked on).
+    sql_info: Result<SqlInfoData, Status>,
+    xdbc: Result<XdbcTypeInfoData, Status>,
     bound: prepared::BoundParameters,
     tickets: Arc<TicketSigner>,
 }
@@ -102,8 +104,8 @@ impl PetrelFlightSql {
         Self {
             engine,
             sessions,
-            sql_info: sql_info::sql_info_data(read_only),
-            xdbc: xdbc::xdbc_type_info_data(),
+            sql_info: sql_info::try_sql_info_data(read_only),
+            xdbc: xdbc::try_xdbc_type_info_data(),
             bound: prepared::BoundParameters::default(),
             tickets,
         }
@@ -467,7 +469,7 @@ impl FlightSqlService for PetrelFlightSql {
         query: CommandGetSqlInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder(&self.sql_info).schema();
+        let schema = query.clone().into_builder(self.sql_info.as_ref().map_err(Clone::clone)?).schema();
         self.command_info(query, &schema, request.into_inner())
     }
 
@@ -478,7 +480,7 @@ impl FlightSqlService for PetrelFlightSql {
     ) -> Result<Response<DoGetStream>, Status> {
         Self::batch(
             query
-                .into_builder(&self.sql_info)
+                .into_builder(self.sql_info.as_ref().map_err(Clone::clone)?)
                 .build()
                 .map_err(|e| to_status(&e)),
         )
@@ -489,7 +491,7 @@ impl FlightSqlService for PetrelFlightSql {
         query: CommandGetXdbcTypeInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.into_builder(&self.xdbc).schema();
+        let schema = query.into_builder(self.xdbc.as_ref().map_err(Clone::clone)?).schema();
         self.command_info(query, &schema, request.into_inner())
     }
 
@@ -500,7 +502,7 @@ impl FlightSqlService for PetrelFlightSql {
     ) -> Result<Response<DoGetStream>, Status> {
         Self::batch(
             query
-                .into_builder(&self.xdbc)
+                .into_builder(self.xdbc.as_ref().map_err(Clone::clone)?)
                 .build()
                 .map_err(|e| to_status(&e)),
         )

@@ -96,12 +96,6 @@ const DATETIME_FUNCTIONS: &[&str] = &[
 ];
 
 /// Builds Petrel's SqlInfo table.
-/// [`try_sql_info_data`], for callers that cannot handle its (impossible) error.
-pub(crate) fn sql_info_data(read_only: bool) -> SqlInfoData {
-    #[allow(clippy::expect_used)]
-    try_sql_info_data(read_only).expect("static table is well-formed")
-}
-
 /// Builds the table.
 pub(crate) fn try_sql_info_data(read_only: bool) -> Result<SqlInfoData, Status> {
     let mut b = SqlInfoDataBuilder::new();

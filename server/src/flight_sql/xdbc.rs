@@ -118,12 +118,6 @@ fn ty(
 }
 
 /// The types Petrel returns (what Iceberg columns become), for GetXdbcTypeInfo.
-/// [`try_xdbc_type_info_data`], for callers that cannot handle its (impossible) error.
-pub(crate) fn xdbc_type_info_data() -> XdbcTypeInfoData {
-    #[allow(clippy::expect_used)]
-    try_xdbc_type_info_data().expect("static table is well-formed")
-}
-
 /// Builds the table.
 pub(crate) fn try_xdbc_type_info_data() -> Result<XdbcTypeInfoData, Status> {
     use XdbcDataType as X;

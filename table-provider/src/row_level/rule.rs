@@ -17,10 +17,10 @@ use crate::error::Error;
 use crate::provider::IcebergTableProvider;
 use crate::scan::{FILE_PATH_COLUMN, POSITION_COLUMN};
 
-/// Rewrites `Dml(Delete)` of an Iceberg table into a [`DeleteNode`]. Register with
-/// `SessionStateBuilder::with_analyzer_rule` (it runs after DataFusion's own analyzer rules,
-/// so the WHERE clause is already type-checked), together with the `DeletePlanner` extension
-/// planner.
+/// Rewrites `Dml(Delete)` and `Dml(Update)` of an Iceberg table into a [`DeleteNode`].
+/// Register with `SessionStateBuilder::with_analyzer_rule` (it runs after DataFusion's own
+/// analyzer rules, so the WHERE clause is already type-checked), together with the
+/// `DeletePlanner` extension planner (`PetrelQueryPlanner`).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RowLevelDml;
 

@@ -314,16 +314,39 @@ async fn commit_or_clean_up(
     result.map(|_| ())
 }
 
-/// Format 2: one position-delete file per data file (its new positions only; earlier delete
-/// files keep applying).
+/// Format 2: one position-delete file per data file, holding the file's earlier file-scoped
+/// position deletes too (which the commit removes, as Iceberg Java 1.10 does with
+/// `write.delete.granularity=file`); partition-scoped delete files keep applying.
 async fn position_delete_files(
     table: &LoadedTable,
     targets: &Targets,
     positions: BTreeMap<String, RoaringTreemap>,
 ) -> Result<(Vec<DeleteFile>, HashSet<FileKey>)> {
+    let name = table.ident().to_string();
     let mut added = Vec::with_capacity(positions.len());
-    for (path, set) in positions {
+    let mut removed = HashSet::new();
+    for (path, mut set) in positions {
         let target = target(table, targets, &path)?;
+        for earlier in targets
+            .deletes
+            .get(&normalize_location(&path))
+            .into_iter()
+            .flatten()
+            .filter(|d| !d.deletion_vector)
+        {
+            let file = &earlier.file;
+            let (by_file, _) = read_position_delete_file(
+                table.io(),
+                &name,
+                file.file_path(),
+                file.file_size_in_bytes(),
+            )
+            .await?;
+            if let Some(old) = by_file.get(&normalize_location(&path)) {
+                set.extend(old.iter().copied());
+            }
+            removed.insert(FileKey::of(file));
+        }
         let sorted: Vec<u64> = set.iter().collect();
         let file = write_position_deletes(
             table,
@@ -337,7 +360,7 @@ async fn position_delete_files(
             file,
         });
     }
-    Ok((added, HashSet::new()))
+    Ok((added, removed))
 }
 
 /// Format 3: one deletion vector per data file, holding its earlier file-scoped deletes too

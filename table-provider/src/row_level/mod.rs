@@ -22,9 +22,9 @@
 //! `write.delete.mode` asks for:
 //!
 //! - **merge-on-read**: its positions as Iceberg deletes, a position-delete file per data file
-//!   in format 2, a deletion vector in format 3 (merged with the data file's earlier deletion
-//!   vector and file-scoped deletes, which the same commit removes: at most one per data
-//!   file); snapshot operation `delete`;
+//!   in format 2, a deletion vector in format 3, each merged with the data file's earlier
+//!   file-scoped deletes (and vector), which the same commit removes: one per data file;
+//!   snapshot operation `delete`;
 //! - **copy-on-write** (Iceberg's default): the data file rewritten without those rows
 //!   (`copy_on_write`), the old file and its file-scoped deletes removed; operation
 //!   `overwrite`.

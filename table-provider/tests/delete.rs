@@ -14,34 +14,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{
-    duckdb_rows, query, read_back, read_back_with, result_rows, rows_json, session,
-    warehouse_with_db,
+    duckdb_rows, query, read_back, read_back_with, result_rows, rows_json, run_ddl, session,
+    warehouse_with_db, write_count,
 };
 use datafusion::prelude::SessionContext;
-use petrel_table_provider::ddl::{execute_ddl, parse_ddl};
 use petrel_table_provider::{Catalog, Namespace, TableIdent};
 use serde_json::{Value, json};
-
-async fn ddl(ctx: &SessionContext, sql: &str) {
-    let statement = parse_ddl(sql)
-        .expect("parse")
-        .unwrap_or_else(|| panic!("{sql} is not DDL"));
-    execute_ddl(ctx, statement)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-async fn count(ctx: &SessionContext, sql: &str) -> u64 {
-    let batches = query(ctx, sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    batches[0]
-        .column(0)
-        .as_any()
-        .downcast_ref::<arrow::array::UInt64Array>()
-        .unwrap_or_else(|| panic!("{sql}: count column"))
-        .value(0)
-}
 
 /// (id, region, amount) rows as JSON texts, sorted.
 async fn rows(ctx: &SessionContext, table: &str) -> Vec<String> {
@@ -96,7 +74,7 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
     let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
-    ddl(&ctx, "CREATE TABLE iceberg.db.banned (id BIGINT)").await;
+    run_ddl(&ctx, "CREATE TABLE iceberg.db.banned (id BIGINT)").await;
     query(
         &ctx,
         "INSERT INTO iceberg.db.banned VALUES (7), (8), (1000)",
@@ -107,7 +85,7 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
     let mut models = BTreeMap::new();
     for (table, version) in [("mor_v2", 2), ("mor_v3", 3)] {
         let name = format!("iceberg.db.{table}");
-        ddl(
+        run_ddl(
             &ctx,
             &format!(
                 "CREATE TABLE {name} (id BIGINT, region STRING, amount BIGINT) \
@@ -143,12 +121,12 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
         let mut expected_snapshots = 2;
 
         // A plain predicate across partitions.
-        let n = count(&ctx, &format!("DELETE FROM {name} WHERE id < 5")).await;
+        let n = write_count(&ctx, &format!("DELETE FROM {name} WHERE id < 5")).await;
         assert_eq!(n, model.delete(|id, _, _| id >= 5), "{table}");
         expected_snapshots += 1;
         assert_eq!(rows(&ctx, &name).await, model.rows(), "{table}");
         // NULL predicate results keep the row: amount > 300 is NULL where amount is NULL.
-        let n = count(&ctx, &format!("DELETE FROM {name} WHERE amount > 300")).await;
+        let n = write_count(&ctx, &format!("DELETE FROM {name} WHERE amount > 300")).await;
         assert_eq!(
             n,
             model.delete(|_, _, amount| amount.is_none_or(|a| a <= 300)),
@@ -158,7 +136,7 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
         assert_eq!(rows(&ctx, &name).await, model.rows(), "{table}");
         // A subquery (IN) and a correlated EXISTS: DataFusion's filter pushdown into
         // delete_from would lose both.
-        let n = count(
+        let n = write_count(
             &ctx,
             &format!("DELETE FROM {name} WHERE id IN (SELECT id FROM iceberg.db.banned)"),
         )
@@ -169,7 +147,7 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
             "{table}"
         );
         expected_snapshots += 1;
-        let n = count(
+        let n = write_count(
             &ctx,
             &format!(
                 "DELETE FROM {name} WHERE EXISTS (SELECT 1 FROM iceberg.db.banned b \
@@ -185,7 +163,7 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
         expected_snapshots += 1;
         assert_eq!(rows(&ctx, &name).await, model.rows(), "{table}");
         // Again in a data file that already has deletes (v3: merged into one new vector).
-        let n = count(
+        let n = write_count(
             &ctx,
             &format!("DELETE FROM {name} WHERE region = 'north' AND id < 30"),
         )
@@ -203,7 +181,7 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
             format!("DELETE FROM {name} WHERE id = -1"),
             format!("DELETE FROM {name} WHERE region = NULL"),
         ] {
-            assert_eq!(count(&ctx, &sql).await, 0, "{sql}");
+            assert_eq!(write_count(&ctx, &sql).await, 0, "{sql}");
         }
         assert_eq!(snapshots(catalog.as_ref(), table).await, expected_snapshots);
         // EXPLAIN plans and does not delete.
@@ -302,7 +280,7 @@ async fn concurrent_commits_retry_or_conflict() {
     for version in [2, 3] {
         let name = format!("iceberg.db.race_v{version}");
         let table = format!("race_v{version}");
-        ddl(
+        run_ddl(
             &ctx,
             &format!(
                 "CREATE TABLE {name} (id BIGINT, region STRING, amount BIGINT) \
@@ -347,7 +325,7 @@ async fn concurrent_commits_retry_or_conflict() {
             .await
             .expect("plan");
         assert_eq!(
-            count(&ctx, &format!("DELETE FROM {name} WHERE id = 2")).await,
+            write_count(&ctx, &format!("DELETE FROM {name} WHERE id = 2")).await,
             1
         );
         let before = snapshots(catalog.as_ref(), &table).await;
@@ -368,7 +346,7 @@ async fn concurrent_commits_retry_or_conflict() {
         assert_eq!(rows(&ctx, &name).await, expected);
         // Run again, it deletes.
         assert_eq!(
-            count(&ctx, &format!("DELETE FROM {name} WHERE id = 3")).await,
+            write_count(&ctx, &format!("DELETE FROM {name} WHERE id = 3")).await,
             1
         );
     }
@@ -425,7 +403,7 @@ async fn petrel_deletes_from_tables_spark_wrote() {
             model.rows(),
             "{table} as Spark left it"
         );
-        let n = count(
+        let n = write_count(
             &ctx,
             &format!("DELETE FROM {name} WHERE id % 5 = 0 AND region = 'x'"),
         )

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
-use common::{duckdb_rows, query, read_back, rows_json, session, warehouse_with_db};
+use common::{duckdb_rows, query, read_back, rows_json, run_ddl, session, warehouse_with_db};
 use datafusion::prelude::SessionContext;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, Datum, Manifest, ManifestList, ManifestStatus,
@@ -21,7 +21,6 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use petrel_table_provider::commit::{
     DeleteFile, FileKey, Removal, SnapshotChange, commit_snapshot,
 };
-use petrel_table_provider::ddl::{execute_ddl, parse_ddl};
 use petrel_table_provider::write::deletion_vector::{
     DELETION_VECTOR_MAGIC, serialize_deletion_vector, write_deletion_vectors,
 };
@@ -115,15 +114,6 @@ fn deletion_vector_blob_follows_the_spec() {
 
 // ------------------------------------------------------------------------------- tables
 
-async fn ddl(ctx: &SessionContext, sql: &str) {
-    let statement = parse_ddl(sql)
-        .expect("parse")
-        .unwrap_or_else(|| panic!("{sql} is not DDL"));
-    execute_ddl(ctx, statement)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
 fn region(id: i64) -> &'static str {
     ["a", "b", "c"][((id / 10) % 3) as usize]
 }
@@ -207,7 +197,7 @@ fn ids_of(path: &str) -> Vec<i64> {
 /// A table of `version` partitioned by region, written by two INSERTs (ids 0..30 and 30..60):
 /// two data files per region.
 async fn create_table(ctx: &SessionContext, table: &str, version: u8) {
-    ddl(
+    run_ddl(
         ctx,
         &format!(
             "CREATE TABLE iceberg.db.{table} (id BIGINT, region STRING, amount BIGINT) \

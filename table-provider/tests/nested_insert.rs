@@ -5,31 +5,10 @@
 
 mod common;
 
-use common::{assert_result, query, read_back, rows_json, session, warehouse_with_db};
-use datafusion::prelude::SessionContext;
-use petrel_table_provider::ddl::{execute_ddl, parse_ddl};
+use common::{
+    assert_result, query, read_back, rows_json, run_ddl, session, warehouse_with_db, write_count,
+};
 use serde_json::{Value, json};
-
-async fn ddl(ctx: &SessionContext, sql: &str) {
-    let statement = parse_ddl(sql)
-        .expect("parse")
-        .unwrap_or_else(|| panic!("{sql} is not DDL"));
-    execute_ddl(ctx, statement)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-async fn inserted(ctx: &SessionContext, sql: &str) -> u64 {
-    let batches = query(ctx, sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    batches[0]
-        .column(0)
-        .as_any()
-        .downcast_ref::<arrow::array::UInt64Array>()
-        .unwrap_or_else(|| panic!("{sql}: count column"))
-        .value(0)
-}
 
 /// The rows the statements below write, in `id` order, as the corpus format writes them.
 fn model() -> Vec<Value> {
@@ -60,7 +39,7 @@ async fn inserts_struct_list_and_map_values_that_spark_reads() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
     let ctx = session(vec![("iceberg", catalog)]);
-    ddl(
+    run_ddl(
         &ctx,
         "CREATE TABLE iceberg.db.nested (id BIGINT NOT NULL, tags ARRAY<STRING>, \
          point STRUCT<x: DOUBLE, y: DOUBLE>, attrs MAP<STRING, INT>, \
@@ -69,8 +48,7 @@ async fn inserts_struct_list_and_map_values_that_spark_reads() {
          PARTITIONED BY (bucket(2, id))",
     )
     .await;
-    let n = inserted(
-        &ctx,
+    let n = write_count(&ctx,
         "INSERT INTO iceberg.db.nested VALUES \
          (1, ['a', 'b'], named_struct('x', 1.5, 'y', -2.0), map(['k', 'j'], [1, 2]), \
           [named_struct('name', 'n1', 'qty', 3), named_struct('name', CAST(NULL AS STRING), 'qty', CAST(NULL AS INT))], \
@@ -83,14 +61,14 @@ async fn inserts_struct_list_and_map_values_that_spark_reads() {
     )
     .await;
     assert_eq!(n, 4);
-    let n = inserted(
+    let n = write_count(
         &ctx,
         "INSERT INTO iceberg.db.nested \
          SELECT id + 100, tags, point, attrs, items, deep FROM iceberg.db.nested",
     )
     .await;
     assert_eq!(n, 4);
-    let n = inserted(
+    let n = write_count(
         &ctx,
         "INSERT INTO iceberg.db.nested SELECT 1000, ['z'], named_struct('x', 9.0, 'y', 9.5), \
          map(['m'], [5]), [named_struct('name', 'only', 'qty', 1)], \

@@ -9,33 +9,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{
-    duckdb_rows, query, read_back, read_back_with, rows_json, session, warehouse_with_db,
+    duckdb_rows, query, read_back, read_back_with, rows_json, run_ddl, session, warehouse_with_db,
+    write_count,
 };
 use datafusion::prelude::SessionContext;
-use petrel_table_provider::ddl::{execute_ddl, parse_ddl};
 use petrel_table_provider::{Catalog, Namespace, TableIdent};
 use serde_json::{Value, json};
-
-async fn ddl(ctx: &SessionContext, sql: &str) {
-    let statement = parse_ddl(sql)
-        .expect("parse")
-        .unwrap_or_else(|| panic!("{sql} is not DDL"));
-    execute_ddl(ctx, statement)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-async fn written(ctx: &SessionContext, sql: &str) -> u64 {
-    let batches = query(ctx, sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    batches[0]
-        .column(0)
-        .as_any()
-        .downcast_ref::<arrow::array::UInt64Array>()
-        .unwrap_or_else(|| panic!("{sql}: count column"))
-        .value(0)
-}
 
 /// `(id, region, amount)` rows of `sql`, sorted.
 async fn rows(ctx: &SessionContext, sql: &str) -> Vec<Row> {
@@ -127,7 +106,7 @@ async fn overwrite_replaces_written_partitions_and_whole_unpartitioned_tables() 
     let mut history: BTreeMap<&str, Vec<Vec<Row>>> = BTreeMap::new();
 
     for (table, version) in [("by_region", 2), ("by_region_v3", 3)] {
-        ddl(
+        run_ddl(
             &ctx,
             &format!(
                 "CREATE TABLE iceberg.db.{table} (id BIGINT, region STRING, amount BIGINT) \
@@ -146,7 +125,7 @@ async fn overwrite_replaces_written_partitions_and_whole_unpartitioned_tables() 
             (5, "b", 50),
         ];
         assert_eq!(
-            written(
+            write_count(
                 &ctx,
                 &format!("INSERT INTO {name} VALUES {}", values(&first))
             )
@@ -158,7 +137,7 @@ async fn overwrite_replaces_written_partitions_and_whole_unpartitioned_tables() 
         // Replaces region b (two rows, one file) and adds region d; a and c stay.
         let second = [(6, "b", 60), (7, "d", 70)];
         assert_eq!(
-            written(
+            write_count(
                 &ctx,
                 &format!("INSERT OVERWRITE TABLE {name} VALUES {}", values(&second))
             )
@@ -173,7 +152,7 @@ async fn overwrite_replaces_written_partitions_and_whole_unpartitioned_tables() 
         );
         // From a query over the same table: region a's rows, doubled, replace region a.
         assert_eq!(
-            written(
+            write_count(
                 &ctx,
                 &format!(
                     "INSERT OVERWRITE {name} SELECT id + 100, region, amount * 2 FROM {name} \
@@ -191,7 +170,7 @@ async fn overwrite_replaces_written_partitions_and_whole_unpartitioned_tables() 
         );
         // Nothing written: nothing replaced, no snapshot.
         assert_eq!(
-            written(
+            write_count(
                 &ctx,
                 &format!("INSERT OVERWRITE {name} SELECT * FROM {name} WHERE id < 0")
             )
@@ -215,20 +194,20 @@ async fn overwrite_replaces_written_partitions_and_whole_unpartitioned_tables() 
     }
 
     // Unpartitioned: everything is replaced, even by an empty result.
-    ddl(
+    run_ddl(
         &ctx,
         "CREATE TABLE iceberg.db.flat (id BIGINT, region STRING, amount BIGINT)",
     )
     .await;
     let first = [(1, "a", 1), (2, "b", 2), (3, "c", 3)];
-    written(
+    write_count(
         &ctx,
         &format!("INSERT INTO iceberg.db.flat VALUES {}", values(&first)),
     )
     .await;
-    written(&ctx, "INSERT INTO iceberg.db.flat VALUES (4, 'd', 4)").await;
+    write_count(&ctx, "INSERT INTO iceberg.db.flat VALUES (4, 'd', 4)").await;
     assert_eq!(
-        written(&ctx, "INSERT OVERWRITE iceberg.db.flat VALUES (9, 'z', 9)").await,
+        write_count(&ctx, "INSERT OVERWRITE iceberg.db.flat VALUES (9, 'z', 9)").await,
         1
     );
     assert_eq!(
@@ -236,7 +215,7 @@ async fn overwrite_replaces_written_partitions_and_whole_unpartitioned_tables() 
         vec![(9, "z".to_string(), 9)]
     );
     assert_eq!(
-        written(
+        write_count(
             &ctx,
             "INSERT OVERWRITE iceberg.db.flat SELECT * FROM iceberg.db.flat WHERE false"
         )
@@ -316,7 +295,7 @@ async fn overwrite_removes_the_replaced_partitions_delete_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
     let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
-    ddl(
+    run_ddl(
         &ctx,
         "CREATE TABLE iceberg.db.dv (id BIGINT, region STRING, amount BIGINT) \
          PARTITIONED BY (region) TBLPROPERTIES ('format-version'='3')",
@@ -329,7 +308,7 @@ async fn overwrite_removes_the_replaced_partitions_delete_files() {
         (4, "b", 40),
         (5, "c", 50),
     ];
-    written(
+    write_count(
         &ctx,
         &format!("INSERT INTO iceberg.db.dv VALUES {}", values(&first)),
     )
@@ -351,7 +330,7 @@ async fn overwrite_removes_the_replaced_partitions_delete_files() {
     );
 
     let second = [(6, "b", 60), (7, "b", 70)];
-    written(
+    write_count(
         &ctx,
         &format!("INSERT OVERWRITE iceberg.db.dv VALUES {}", values(&second)),
     )

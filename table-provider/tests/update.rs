@@ -9,32 +9,13 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{duckdb_rows, query, read_back, result_rows, rows_json, session, warehouse_with_db};
+use common::{
+    duckdb_rows, query, read_back, result_rows, rows_json, run_ddl, session, warehouse_with_db,
+    write_count,
+};
 use datafusion::prelude::SessionContext;
-use petrel_table_provider::ddl::{execute_ddl, parse_ddl};
 use petrel_table_provider::{Catalog, Namespace, TableIdent};
 use serde_json::{Value, json};
-
-async fn ddl(ctx: &SessionContext, sql: &str) {
-    let statement = parse_ddl(sql)
-        .expect("parse")
-        .unwrap_or_else(|| panic!("{sql} is not DDL"));
-    execute_ddl(ctx, statement)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-async fn count(ctx: &SessionContext, sql: &str) -> u64 {
-    let batches = query(ctx, sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    batches[0]
-        .column(0)
-        .as_any()
-        .downcast_ref::<arrow::array::UInt64Array>()
-        .unwrap_or_else(|| panic!("{sql}: count column"))
-        .value(0)
-}
 
 async fn rows(ctx: &SessionContext, table: &str) -> Vec<String> {
     let sql = format!("SELECT id, region, amount FROM {table}");
@@ -77,7 +58,7 @@ async fn updates_change_exactly_the_selected_rows() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
     let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
-    ddl(&ctx, "CREATE TABLE iceberg.db.vip (id BIGINT)").await;
+    run_ddl(&ctx, "CREATE TABLE iceberg.db.vip (id BIGINT)").await;
     query(&ctx, "INSERT INTO iceberg.db.vip VALUES (3), (4), (500)")
         .await
         .expect("vip");
@@ -92,7 +73,7 @@ async fn updates_change_exactly_the_selected_rows() {
     let mut models = BTreeMap::new();
     for (table, props) in tables {
         let name = format!("iceberg.db.{table}");
-        ddl(
+        run_ddl(
             &ctx,
             &format!(
                 "CREATE TABLE {name} (id BIGINT NOT NULL, region STRING, amount BIGINT) \
@@ -120,7 +101,7 @@ async fn updates_change_exactly_the_selected_rows() {
         let mut expected_snapshots = 1;
 
         // A column of the selected rows; NULL amounts (amount > 20 is NULL) keep theirs.
-        let n = count(
+        let n = write_count(
             &ctx,
             &format!("UPDATE {name} SET amount = amount * 10 WHERE amount > 20"),
         )
@@ -137,7 +118,7 @@ async fn updates_change_exactly_the_selected_rows() {
         assert_eq!(rows(&ctx, &name).await, model_rows(&model), "{table}");
 
         // The partition column: rows move from x to y.
-        let n = count(
+        let n = write_count(
             &ctx,
             &format!("UPDATE {name} SET region = 'y' WHERE region = 'x' AND id < 10"),
         )
@@ -154,7 +135,7 @@ async fn updates_change_exactly_the_selected_rows() {
         assert_eq!(rows(&ctx, &name).await, model_rows(&model), "{table}");
 
         // A subquery, and several columns at once.
-        let n = count(
+        let n = write_count(
             &ctx,
             &format!(
                 "UPDATE {name} SET amount = -1, region = 'z' \
@@ -171,7 +152,7 @@ async fn updates_change_exactly_the_selected_rows() {
 
         // Nothing selected: no snapshot. A NOT NULL violation: nothing committed.
         assert_eq!(
-            count(&ctx, &format!("UPDATE {name} SET amount = 0 WHERE false")).await,
+            write_count(&ctx, &format!("UPDATE {name} SET amount = 0 WHERE false")).await,
             0
         );
         let err = query(&ctx, &format!("UPDATE {name} SET id = NULL WHERE id = 5"))

@@ -889,3 +889,26 @@ pub async fn warehouse_with_db(dir: &std::path::Path) -> (std::path::PathBuf, Ar
         .expect("namespace db");
     (warehouse, catalog)
 }
+
+/// Runs Spark DDL (`ddl::parse_ddl`, `ddl::execute_ddl`) in `ctx`; panics naming the statement.
+pub async fn run_ddl(ctx: &SessionContext, sql: &str) {
+    let statement = petrel_table_provider::ddl::parse_ddl(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .unwrap_or_else(|| panic!("{sql} is not DDL"));
+    petrel_table_provider::ddl::execute_ddl(ctx, statement)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// The `count` a write statement (INSERT, DELETE, UPDATE) returns; panics naming the statement.
+pub async fn write_count(ctx: &SessionContext, sql: &str) -> u64 {
+    let batches = query(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<arrow::array::UInt64Array>()
+        .unwrap_or_else(|| panic!("{sql}: count column"))
+        .value(0)
+}

@@ -469,7 +469,10 @@ impl FlightSqlService for PetrelFlightSql {
         query: CommandGetSqlInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.clone().into_builder(self.sql_info.as_ref().map_err(Clone::clone)?).schema();
+        let schema = query
+            .clone()
+            .into_builder(self.sql_info.as_ref().map_err(Clone::clone)?)
+            .schema();
         self.command_info(query, &schema, request.into_inner())
     }
 
@@ -491,7 +494,9 @@ impl FlightSqlService for PetrelFlightSql {
         query: CommandGetXdbcTypeInfo,
         request: Request<FlightDescriptor>,
     ) -> Result<Response<FlightInfo>, Status> {
-        let schema = query.into_builder(self.xdbc.as_ref().map_err(Clone::clone)?).schema();
+        let schema = query
+            .into_builder(self.xdbc.as_ref().map_err(Clone::clone)?)
+            .schema();
         self.command_info(query, &schema, request.into_inner())
     }
 

@@ -268,14 +268,21 @@ pub(super) async fn delete_positions(
             )));
         }
     }
-    let (added, removed) = match table.metadata().format_version() {
-        FormatVersion::V3 => deletion_vectors(table, &targets, positions).await?,
-        FormatVersion::V2 => position_delete_files(table, &targets, positions).await?,
-        FormatVersion::V1 => {
-            return Err(Error::Unsupported {
-                table: name,
-                message: "DELETE needs format-version 2 or 3".into(),
-            });
+    let deletes = match table.metadata().format_version() {
+        FormatVersion::V3 => deletion_vectors(table, &targets, positions).await,
+        FormatVersion::V2 => position_delete_files(table, &targets, positions).await,
+        FormatVersion::V1 => Err(Error::Unsupported {
+            table: name,
+            message: "DELETE and UPDATE need format-version 2 or 3".into(),
+        }),
+    };
+    let (added, removed) = match deletes {
+        Ok(deletes) => deletes,
+        Err(e) => {
+            for path in &new_row_files {
+                let _ = table.io().delete(path).await;
+            }
+            return Err(e);
         }
     };
     let mut written: Vec<String> = added
@@ -323,8 +330,9 @@ async fn position_delete_files(
     positions: BTreeMap<String, RoaringTreemap>,
 ) -> Result<(Vec<DeleteFile>, HashSet<FileKey>)> {
     let name = table.ident().to_string();
-    let mut added = Vec::with_capacity(positions.len());
     let mut removed = HashSet::new();
+    // First everything that can fail without writing: targets and earlier deletes.
+    let mut merged = Vec::with_capacity(positions.len());
     for (path, mut set) in positions {
         let target = target(table, targets, &path)?;
         for earlier in targets
@@ -347,18 +355,23 @@ async fn position_delete_files(
             }
             removed.insert(FileKey::of(file));
         }
+        merged.push((path, target.spec_id, target.partition.clone(), set));
+    }
+    let mut added = Vec::with_capacity(merged.len());
+    for (path, spec_id, partition, set) in merged {
         let sorted: Vec<u64> = set.iter().collect();
-        let file = write_position_deletes(
-            table,
-            target.spec_id,
-            &target.partition,
-            &[(path.as_str(), sorted.as_slice())],
-        )
-        .await?;
-        added.push(DeleteFile {
-            spec_id: target.spec_id,
-            file,
-        });
+        let written =
+            write_position_deletes(table, spec_id, &partition, &[(path.as_str(), &sorted)]).await;
+        match written {
+            Ok(file) => added.push(DeleteFile { spec_id, file }),
+            Err(e) => {
+                // The files written for the other data files go too.
+                for done in &added {
+                    let _ = table.io().delete(done.file.file_path()).await;
+                }
+                return Err(e);
+            }
+        }
     }
     Ok((added, removed))
 }

@@ -155,14 +155,14 @@ fn create_table(p: &mut Tokens) -> Result<CreateTable> {
     if p.eat(&Token::LParen) {
         loop {
             if p.keywords(&["PRIMARY", "KEY"]) {
-                p.expect(&Token::LParen)?;
+                p.require(&Token::LParen)?;
                 loop {
                     table.primary_key.push(p.identifier()?);
                     if !p.eat(&Token::Comma) {
                         break;
                     }
                 }
-                p.expect(&Token::RParen)?;
+                p.require(&Token::RParen)?;
             } else {
                 let name = p.identifier()?;
                 let ty = p.data_type()?;
@@ -191,7 +191,7 @@ fn create_table(p: &mut Tokens) -> Result<CreateTable> {
                 break;
             }
         }
-        p.expect(&Token::RParen)?;
+        p.require(&Token::RParen)?;
     }
     loop {
         if p.keyword("USING") {
@@ -202,20 +202,20 @@ fn create_table(p: &mut Tokens) -> Result<CreateTable> {
                 )));
             }
         } else if p.keywords(&["PARTITIONED", "BY"]) {
-            p.expect(&Token::LParen)?;
+            p.require(&Token::LParen)?;
             loop {
                 table.partitioning.push(partition_term(p)?);
                 if !p.eat(&Token::Comma) {
                     break;
                 }
             }
-            p.expect(&Token::RParen)?;
+            p.require(&Token::RParen)?;
         } else if p.keyword("LOCATION") {
             table.location = Some(p.string()?);
         } else if p.keyword("COMMENT") {
             table.comment = Some(p.string()?);
         } else if p.keyword_any(&["TBLPROPERTIES", "OPTIONS"]) {
-            p.expect(&Token::LParen)?;
+            p.require(&Token::LParen)?;
             loop {
                 let key = p.string()?;
                 p.eat(&Token::Eq);
@@ -225,7 +225,7 @@ fn create_table(p: &mut Tokens) -> Result<CreateTable> {
                     break;
                 }
             }
-            p.expect(&Token::RParen)?;
+            p.require(&Token::RParen)?;
         } else if p.keyword("AS") {
             table.query = Some(p.rest());
             break;
@@ -256,12 +256,12 @@ fn partition_term(p: &mut Tokens) -> Result<PartitionTerm> {
             // bucket(N, c); truncate(W, c) or truncate(c, W).
             let (column, number) = match p.number_opt()? {
                 Some(n) => {
-                    p.expect(&Token::Comma)?;
+                    p.require(&Token::Comma)?;
                     (p.identifier()?, n)
                 }
                 None => {
                     let column = p.identifier()?;
-                    p.expect(&Token::Comma)?;
+                    p.require(&Token::Comma)?;
                     (column, p.number()?)
                 }
             };
@@ -269,7 +269,7 @@ fn partition_term(p: &mut Tokens) -> Result<PartitionTerm> {
         }
         _ => (p.identifier()?, None),
     };
-    p.expect(&Token::RParen)?;
+    p.require(&Token::RParen)?;
     let transform = match (function.as_str(), number) {
         ("bucket", Some(n)) => Transform::Bucket(n),
         ("truncate", Some(n)) => Transform::Truncate(n),
@@ -366,7 +366,7 @@ impl Tokens {
         }
     }
 
-    fn expect(&mut self, token: &Token) -> Result<()> {
+    fn require(&mut self, token: &Token) -> Result<()> {
         if self.eat(token) {
             Ok(())
         } else {
@@ -476,21 +476,21 @@ impl Tokens {
         let word = self.identifier()?.to_ascii_uppercase();
         match word.as_str() {
             "ARRAY" | "LIST" => {
-                self.expect(&Token::Lt)?;
+                self.require(&Token::Lt)?;
                 let element = self.data_type()?;
                 self.close_angle()?;
                 Ok(ParsedType::List(Box::new(element)))
             }
             "MAP" => {
-                self.expect(&Token::Lt)?;
+                self.require(&Token::Lt)?;
                 let key = self.data_type()?;
-                self.expect(&Token::Comma)?;
+                self.require(&Token::Comma)?;
                 let value = self.data_type()?;
                 self.close_angle()?;
                 Ok(ParsedType::Map(Box::new(key), Box::new(value)))
             }
             "STRUCT" => {
-                self.expect(&Token::Lt)?;
+                self.require(&Token::Lt)?;
                 let mut fields = Vec::new();
                 loop {
                     let name = self.identifier()?;
@@ -541,7 +541,7 @@ impl Tokens {
                             break;
                         }
                     }
-                    self.expect(&Token::RParen)?;
+                    self.require(&Token::RParen)?;
                 }
                 Ok(ParsedType::Primitive(TypeName::resolve(
                     &words.join(" "),

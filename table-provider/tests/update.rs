@@ -177,6 +177,17 @@ async fn updates_change_exactly_the_selected_rows() {
             model_rows(model),
             "DuckDB reads {table}"
         );
+        let mut pyiceberg: Vec<String> = t["pyiceberg"]
+            .as_array()
+            .expect("pyiceberg rows")
+            .iter()
+            .map(|r| {
+                let row: Value = serde_json::from_str(r.as_str().expect("row text")).expect("row");
+                json!([row["id"], row["region"], row["amount"]]).to_string()
+            })
+            .collect();
+        pyiceberg.sort();
+        assert_eq!(pyiceberg, model_rows(model), "PyIceberg reads {table}");
         let operations: Vec<&str> = t["snapshots"]
             .as_array()
             .expect("snapshots")

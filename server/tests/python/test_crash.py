@@ -15,7 +15,6 @@ import os
 import random
 import signal
 import sqlite3
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -24,7 +23,7 @@ import adbc_driver_flightsql.dbapi as flight_sql
 import adbc_driver_manager
 import pytest
 
-from conftest import REPO, Petrel
+from conftest import Petrel, read_back
 
 KILLS = 30
 DELAY_MS = (20, 300)
@@ -95,10 +94,6 @@ def crash_loop(cfg: Path, rng: random.Random):
 
 def spark_read(tmp_path: Path, kind: str) -> dict:
     """What read_back.py (Spark, PyIceberg, DuckDB) reads of db.t."""
-    subprocess.run(["bash", str(REPO / "scripts" / "setup-spark.sh")], check=True,
-                   stdout=subprocess.DEVNULL)
-    cache = Path(os.environ.get("PETREL_CACHE") or Path.home() / ".cache" / "petrel")
-    warehouse = tmp_path / "warehouse"
     if kind == "filesystem":
         table = "t"
     else:
@@ -107,14 +102,7 @@ def spark_read(tmp_path: Path, kind: str) -> dict:
                 "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'db' "
                 "AND table_name = 't'").fetchone()
         table = f"t={location.removeprefix('file://')}"
-    env = dict(os.environ, TZ="UTC",
-               JAVA_TOOL_OPTIONS=f"-Djava.io.tmpdir={tmp_path} -XX:-UsePerfData")
-    out = subprocess.run(
-        [str(cache / "corpus-venvs" / "spark" / "bin" / "python"),
-         str(REPO / "table-provider" / "tests" / "spark" / "read_back.py"), "--no-versions",
-         str(warehouse), table],
-        check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    return json.loads(out.stdout)["t"]
+    return read_back(tmp_path / "warehouse", [table], tmp_path)["t"]
 
 
 # A cursor whose server was killed under it fails to close; the ADBC driver's Cursor.__del__ then

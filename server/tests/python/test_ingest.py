@@ -19,6 +19,8 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.schema import Schema
 from pyiceberg.table import StaticTable
+
+from conftest import read_back
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -371,6 +373,16 @@ def test_filesystem_warehouse_modes_read_back_with_static_table(tmp_path, start_
             {"id": 1, "name": "a"}, {"id": 1, "name": "a"}, {"id": 2, "name": None},
             {"id": 3, "name": "c"},
         ]
+        # Spark 3.5 + Iceberg 1.10 and DuckDB read the ingested table too.
+        seen = read_back(warehouse, ["t"], tmp_path)["t"]
+        want = [[1, "a"], [1, "a"], [2, None], [3, "c"]]
+        spark = seen["spark"]
+        assert spark["columns"][:2] == ["id", "name"]
+        assert sorted((r[0], r[1] or "") for r in spark["rows"]) == sorted((i, n or "") for i, n in want)
+        assert seen["duckdb_error"] is None, seen["duckdb_error"]
+        assert sorted((r[0], r[1] or "") for r in seen["duckdb"]["rows"]) == sorted(
+            (i, n or "") for i, n in want)
+        assert [s["operation"] for s in seen["snapshots"]] == ["append", "append"]
         assert cur.adbc_ingest("t", pa.table({"x": [True]}), mode="replace", **names) == 1
         assert petrel_rows(cur, "iceberg.db.t", "x") == [{"x": True}]
         # The filesystem catalog's table is its directory: the old versions went with the drop;

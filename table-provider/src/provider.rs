@@ -46,7 +46,9 @@ use crate::catalog::{Catalog, LoadedTable};
 use crate::deletes::{EqualityGroup, FileDeletes, MergeOnRead, key_type};
 use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
-use crate::plan::{DeleteFileRef, DeleteKind, Predicate, ScanPlan, ScanPlanner, ScanRequest};
+use crate::plan::{
+    DeleteFileRef, DeleteKind, ManifestCache, Predicate, ScanPlan, ScanPlanner, ScanRequest,
+};
 use crate::scan::{
     FILE_PATH_COLUMN, FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory,
     NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, partitioned_file,
@@ -151,6 +153,11 @@ impl IcebergTableProvider {
     pub fn with_catalog(mut self, catalog: Arc<dyn Catalog>) -> Self {
         self.catalog = Some(catalog);
         self
+    }
+
+    /// The manifest cache this table's scans plan with.
+    pub fn manifest_cache(&self) -> &ManifestCache {
+        self.planner.cache()
     }
 
     /// The catalog writes commit through (none: the table is read-only here).

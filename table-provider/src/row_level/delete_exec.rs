@@ -227,7 +227,7 @@ pub(super) async fn delete_positions(
         )));
     };
     let paths: HashSet<String> = positions.keys().cloned().collect();
-    let targets = load_targets(table, snapshot_id, &paths).await?;
+    let targets = load_targets(table, provider.manifest_cache(), snapshot_id, &paths).await?;
     let check = RowDeltaCheck {
         from_snapshot_id: snapshot_id,
         data_files: paths.clone(),

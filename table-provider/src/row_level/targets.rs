@@ -5,13 +5,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, Manifest, ManifestContentType, ManifestList, Struct,
-};
+use iceberg::spec::{DataContentType, DataFile, DataFileFormat, ManifestContentType, Struct};
 
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 use crate::io::normalize_location;
+use crate::plan::ManifestCache;
 
 /// A data file a row-level write changes.
 #[derive(Debug, Clone)]
@@ -40,9 +39,11 @@ pub(super) struct Targets {
     pub deletes: HashMap<String, Vec<FileScopedDelete>>,
 }
 
-/// Reads the manifests of `table`'s snapshot `snapshot_id` for the data files `paths`.
+/// Reads the manifests of `table`'s snapshot `snapshot_id` for the data files `paths`, through
+/// `cache` (the scan that found the rows has just parsed them).
 pub(super) async fn load_targets(
     table: &LoadedTable,
+    cache: &ManifestCache,
     snapshot_id: i64,
     paths: &HashSet<String>,
 ) -> Result<Targets> {
@@ -51,28 +52,23 @@ pub(super) async fn load_targets(
     let snapshot = metadata
         .snapshot_by_id(snapshot_id)
         .ok_or_else(|| Error::NotFound(format!("table {name}: snapshot {snapshot_id}")))?;
-    let list_path = snapshot.manifest_list();
-    let bytes = table
-        .io()
-        .read(list_path)
-        .await
-        .map_err(|e| Error::corrupt(&name, "manifest list", list_path, e))?;
-    let list = ManifestList::parse_with_version(&bytes, metadata.format_version())
-        .map_err(|e| Error::corrupt(&name, "manifest list", list_path, e))?;
+    let list = cache
+        .manifest_list(
+            table.io(),
+            &name,
+            snapshot.manifest_list(),
+            metadata.format_version(),
+        )
+        .await?;
     let wanted: HashSet<String> = paths.iter().map(|p| normalize_location(p)).collect();
     let mut targets = Targets::default();
     for manifest_file in list.entries() {
         if !manifest_file.has_added_files() && !manifest_file.has_existing_files() {
             continue;
         }
-        let path = &manifest_file.manifest_path;
-        let bytes = table
-            .io()
-            .read(path)
-            .await
-            .map_err(|e| Error::corrupt(&name, "manifest", path, e))?;
-        let manifest =
-            Manifest::parse_avro(&bytes).map_err(|e| Error::corrupt(&name, "manifest", path, e))?;
+        let manifest = cache
+            .manifest(table.io(), &name, &manifest_file.manifest_path)
+            .await?;
         let spec_id = manifest.metadata().partition_spec().spec_id();
         let deletes = matches!(manifest.metadata().content(), ManifestContentType::Deletes);
         for entry in manifest.entries().iter().filter(|e| e.is_alive()) {

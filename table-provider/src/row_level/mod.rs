@@ -40,6 +40,7 @@
 mod copy_on_write;
 mod delete_exec;
 mod delete_node;
+mod position_columns;
 mod rule;
 mod targets;
 mod update_exec;

@@ -2,18 +2,17 @@
 //! the old ones, in one snapshot.
 //!
 //! The input (new values, then each row's file path and position) streams through
-//! [`TapPositionsExec`], which records the positions and passes the new rows on to the table's
+//! `PositionColumnsExec`, which records the positions and passes the new rows on to the table's
 //! writers (`IcebergWriteExec`, in parallel); the positions then become deletes as for DELETE,
 //! in the table's `write.update.mode` (merge-on-read: delete files; copy-on-write: the old files
 //! rewritten without those rows), committed with the new data files as one `overwrite`.
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow::array::{RecordBatch, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::TableProvider;
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -24,11 +23,12 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use iceberg::spec::DataFile;
 use roaring::RoaringTreemap;
 
-use super::delete_exec::{collect_positions, delete_positions, row_level_mode};
+use super::delete_exec::{delete_positions, row_level_mode};
+use super::position_columns::{PositionColumnsExec, PositionUse, Positions};
 use crate::catalog::Catalog;
 use crate::dml::{IcebergWriteExec, read_data_files};
 use crate::error::Error;
@@ -37,9 +37,6 @@ use crate::write::data_file_writer::WriteSettings;
 
 /// The table property naming UPDATE's mode.
 const UPDATE_MODE: &str = "write.update.mode";
-
-/// Positions by data file, filled while the rows stream.
-type SharedPositions = Arc<Mutex<BTreeMap<String, RoaringTreemap>>>;
 
 /// Updates the rows its input locates; returns `count`, the rows updated.
 #[derive(Debug)]
@@ -151,10 +148,10 @@ impl ExecutionPlan for IcebergUpdateExec {
             .into());
         }
         let arrow_schema = provider.schema();
-        let positions: SharedPositions = Arc::default();
-        let tap: Arc<dyn ExecutionPlan> = Arc::new(TapPositionsExec::new(
+        let positions: Arc<Mutex<Positions>> = Arc::default();
+        let tap: Arc<dyn ExecutionPlan> = Arc::new(PositionColumnsExec::new(
             Arc::clone(&self.input),
-            Arc::clone(&positions),
+            PositionUse::Record(Arc::clone(&positions)),
             Arc::clone(&arrow_schema),
         ));
         let settings = Arc::new(WriteSettings::new(name, metadata, arrow_schema)?);
@@ -207,94 +204,6 @@ impl ExecutionPlan for IcebergUpdateExec {
             Ok(RecordBatch::try_new(
                 out_schema,
                 vec![Arc::new(UInt64Array::from(vec![updated]))],
-            )?)
-        });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
-    }
-}
-
-/// Passes its input's rows on without their last two columns (file path, position), which it
-/// records in `positions`.
-#[derive(Debug)]
-struct TapPositionsExec {
-    input: Arc<dyn ExecutionPlan>,
-    positions: SharedPositions,
-    properties: Arc<PlanProperties>,
-}
-
-impl TapPositionsExec {
-    fn new(input: Arc<dyn ExecutionPlan>, positions: SharedPositions, schema: SchemaRef) -> Self {
-        let partitions = input.properties().output_partitioning().partition_count();
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema),
-            Partitioning::UnknownPartitioning(partitions),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ));
-        Self {
-            input,
-            positions,
-            properties,
-        }
-    }
-}
-
-impl DisplayAs for TapPositionsExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "TapPositionsExec")
-    }
-}
-
-impl ExecutionPlan for TapPositionsExec {
-    fn name(&self) -> &str {
-        "TapPositionsExec"
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        mut children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let input = children
-            .pop()
-            .ok_or_else(|| DataFusionError::Internal("TapPositionsExec needs an input".into()))?;
-        Ok(Arc::new(Self::new(
-            input,
-            Arc::clone(&self.positions),
-            self.schema(),
-        )))
-    }
-
-    fn execute(
-        &self,
-        partition: usize,
-        context: Arc<TaskContext>,
-    ) -> DFResult<SendableRecordBatchStream> {
-        let input = self.input.execute(partition, context)?;
-        let positions = Arc::clone(&self.positions);
-        let schema = self.schema();
-        let out_schema = Arc::clone(&schema);
-        let stream = input.map(move |batch| {
-            let batch = batch?;
-            collect_positions(
-                &batch,
-                &mut positions.lock().unwrap_or_else(PoisonError::into_inner),
-            )?;
-            let columns = batch.num_columns() - 2;
-            Ok(RecordBatch::try_new(
-                Arc::clone(&out_schema),
-                batch.columns()[..columns].to_vec(),
             )?)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))

@@ -12,7 +12,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{RecordBatch, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema};
 use async_trait::async_trait;
 use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result as DFResult};
 use datafusion::execution::context::SessionState;
@@ -20,8 +19,6 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{
     Expr, Extension, LogicalPlan, UserDefinedLogicalNode, UserDefinedLogicalNodeCore,
 };
-use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use datafusion::physical_planner::{ExtensionPlanner, PhysicalPlanner};
@@ -29,16 +26,8 @@ use datafusion::prelude::SessionContext;
 
 use super::execute::execute_ddl;
 use super::parser::parse_ddl;
+use crate::dml::{count_properties, count_schema};
 use crate::error::Error;
-
-/// The output of a DDL statement: one `count` column.
-fn count_schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![Field::new(
-        "count",
-        DataType::UInt64,
-        false,
-    )]))
-}
 
 /// A DDL statement in a logical plan (kept as its SQL text; parsed again to run).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -153,12 +142,7 @@ impl fmt::Debug for DdlExec {
 
 impl DdlExec {
     fn new(sql: String, state: SessionState) -> Self {
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(count_schema()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        let properties = count_properties();
         Self {
             sql,
             state,

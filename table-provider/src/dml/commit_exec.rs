@@ -5,16 +5,14 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, RecordBatch, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::TryStreamExt;
 use iceberg::spec::{DataFile, deserialize_data_file_from_json};
 
+use super::count::count_properties;
 use super::write_exec::DATA_FILE_COLUMN;
 use crate::catalog::{Catalog, LoadedTable};
 use crate::commit::{Removal, SnapshotChange, commit_snapshot};
@@ -70,17 +68,7 @@ impl IcebergCommitExec {
         mode: WriteMode,
         write: Arc<WriteSettings>,
     ) -> Self {
-        let schema = Arc::new(Schema::new(vec![Field::new(
-            "count",
-            DataType::UInt64,
-            false,
-        )]));
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        let properties = count_properties();
         Self {
             input,
             catalog,

@@ -12,8 +12,10 @@
 //! when the commit's outcome is unknown.
 
 mod commit_exec;
+mod count;
 mod write_exec;
 
 pub(crate) use commit_exec::read_data_files;
 pub use commit_exec::{IcebergCommitExec, WriteMode};
+pub use count::{count_properties, count_schema};
 pub use write_exec::IcebergWriteExec;

@@ -7,11 +7,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{AsArray, RecordBatch, UInt64Array};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema};
+use arrow::datatypes::Int64Type;
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, PlanProperties,
@@ -25,6 +23,7 @@ use super::targets::{Targets, load_targets};
 use crate::catalog::{Catalog, LoadedTable};
 use crate::commit::{DeleteFile, FileKey, Removal, RowDeltaCheck, SnapshotChange, commit_snapshot};
 use crate::deletes::{read_deletion_vector, read_position_delete_file};
+use crate::dml::count_properties;
 use crate::error::{Error, Result};
 use crate::io::normalize_location;
 use crate::provider::IcebergTableProvider;
@@ -49,17 +48,7 @@ impl IcebergDeleteExec {
         catalog: Arc<dyn Catalog>,
         provider: Arc<IcebergTableProvider>,
     ) -> Self {
-        let schema = Arc::new(Schema::new(vec![Field::new(
-            "count",
-            DataType::UInt64,
-            false,
-        )]));
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        let properties = count_properties();
         Self {
             input,
             catalog,

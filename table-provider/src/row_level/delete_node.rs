@@ -6,7 +6,6 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Schema};
 use async_trait::async_trait;
 use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result as DFResult};
 use datafusion::execution::context::SessionState;
@@ -18,6 +17,7 @@ use datafusion::physical_planner::{ExtensionPlanner, PhysicalPlanner};
 
 use super::delete_exec::IcebergDeleteExec;
 use super::update_exec::IcebergUpdateExec;
+use crate::dml::count_schema;
 use crate::error::Error;
 use crate::provider::IcebergTableProvider;
 
@@ -51,11 +51,7 @@ impl DeleteNode {
         table: Arc<IcebergTableProvider>,
         input: Arc<LogicalPlan>,
     ) -> DFResult<Self> {
-        let schema = DFSchema::try_from(Schema::new(vec![Field::new(
-            "count",
-            DataType::UInt64,
-            false,
-        )]))?;
+        let schema = DFSchema::try_from(count_schema())?;
         Ok(Self {
             op,
             table,

@@ -12,17 +12,12 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow::array::{RecordBatch, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::TableProvider;
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
-};
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::TryStreamExt;
 use iceberg::spec::DataFile;
 use roaring::RoaringTreemap;
@@ -30,6 +25,7 @@ use roaring::RoaringTreemap;
 use super::delete_exec::{delete_positions, row_level_mode};
 use super::position_columns::{PositionColumnsExec, PositionUse, Positions};
 use crate::catalog::Catalog;
+use crate::dml::count_properties;
 use crate::dml::{IcebergWriteExec, read_data_files};
 use crate::error::Error;
 use crate::provider::IcebergTableProvider;
@@ -54,17 +50,7 @@ impl IcebergUpdateExec {
         catalog: Arc<dyn Catalog>,
         provider: Arc<IcebergTableProvider>,
     ) -> Self {
-        let schema = Arc::new(Schema::new(vec![Field::new(
-            "count",
-            DataType::UInt64,
-            false,
-        )]));
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
+        let properties = count_properties();
         Self {
             input,
             catalog,

@@ -252,41 +252,9 @@ async fn load(catalog: &Arc<dyn Catalog>, table: &str) -> LoadedTable {
 /// Runs `tests/spark/delete_files.py` over `tables` of `warehouse`: Spark's `delete_files` and
 /// `position_deletes` metadata tables.
 fn spark_delete_files(warehouse: &std::path::Path, tables: &[&str]) -> Value {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let setup = std::process::Command::new("bash")
-        .arg(repo.join("scripts/setup-spark.sh"))
-        .output()
-        .expect("setup-spark.sh");
-    assert!(
-        setup.status.success(),
-        "{}",
-        String::from_utf8_lossy(&setup.stderr)
-    );
-    let cache = std::env::var_os("PETREL_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::Path::new(&std::env::var_os("HOME").expect("HOME")).join(".cache/petrel")
-        });
-    let output = std::process::Command::new(cache.join("corpus-venvs/spark/bin/python"))
-        .arg(repo.join("table-provider/tests/spark/delete_files.py"))
-        .arg(warehouse)
-        .args(tables)
-        .env("TZ", "UTC")
-        .env(
-            "JAVA_TOOL_OPTIONS",
-            format!(
-                "-Djava.io.tmpdir={} -XX:-UsePerfData",
-                std::env::temp_dir().display()
-            ),
-        )
-        .output()
-        .expect("delete_files.py");
-    assert!(
-        output.status.success(),
-        "delete_files.py failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("delete_files json")
+    let mut args: Vec<std::ffi::OsString> = vec![warehouse.into()];
+    args.extend(tables.iter().map(Into::into));
+    common::spark_script("delete_files.py", &args)
 }
 
 /// A round of deletes: what it deletes, and which ids.

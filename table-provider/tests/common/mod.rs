@@ -786,6 +786,22 @@ pub fn read_back_with(
     spark_sql: &[&str],
     versions: bool,
 ) -> Value {
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    for statement in spark_sql {
+        args.push("--sql".into());
+        args.push(statement.into());
+    }
+    if !versions {
+        args.push("--no-versions".into());
+    }
+    args.push(warehouse.into());
+    args.extend(tables.iter().map(Into::into));
+    spark_script("read_back.py", &args)
+}
+
+/// Runs `table-provider/tests/spark/<script>` with `args` in the Spark virtualenv of
+/// `scripts/setup-spark.sh` (installed if missing) and parses the JSON it prints.
+pub fn spark_script(script: &str, args: &[std::ffi::OsString]) -> Value {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let setup = std::process::Command::new("bash")
         .arg(repo.join("scripts/setup-spark.sh"))
@@ -801,18 +817,9 @@ pub fn read_back_with(
         .unwrap_or_else(|| {
             std::path::Path::new(&std::env::var_os("HOME").expect("HOME")).join(".cache/petrel")
         });
-    let python = cache.join("corpus-venvs/spark/bin/python");
-    let mut command = std::process::Command::new(python);
-    command.arg(repo.join("table-provider/tests/spark/read_back.py"));
-    for statement in spark_sql {
-        command.arg("--sql").arg(statement);
-    }
-    if !versions {
-        command.arg("--no-versions");
-    }
-    let output = command
-        .arg(warehouse)
-        .args(tables)
+    let output = std::process::Command::new(cache.join("corpus-venvs/spark/bin/python"))
+        .arg(repo.join("table-provider/tests/spark").join(script))
+        .args(args)
         .env("TZ", "UTC")
         // The JVM's scratch files go where the test run's do.
         .env(
@@ -823,13 +830,13 @@ pub fn read_back_with(
             ),
         )
         .output()
-        .expect("read_back.py");
+        .unwrap_or_else(|e| panic!("{script}: {e}"));
     assert!(
         output.status.success(),
-        "read_back.py failed:\n{}",
+        "{script} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_slice(&output.stdout).expect("read_back json")
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{script} json: {e}"))
 }
 
 /// The rows of a `{columns, rows}` result of `read_back` (Spark's or DuckDB's) projected onto

@@ -27,7 +27,7 @@ use crate::dml::count_properties;
 use crate::error::{Error, Result};
 use crate::io::normalize_location;
 use crate::provider::IcebergTableProvider;
-use crate::write::deletion_vector::write_deletion_vectors;
+use crate::write::deletion_vector::{DeletionVectorInput, write_deletion_vectors};
 use crate::write::position_deletes::write_position_deletes;
 
 /// Deletes the rows its input locates (file path, position) from the table as its provider read
@@ -318,34 +318,8 @@ async fn position_delete_files(
     targets: &Targets,
     positions: BTreeMap<String, RoaringTreemap>,
 ) -> Result<(Vec<DeleteFile>, HashSet<FileKey>)> {
-    let name = table.ident().to_string();
-    let mut removed = HashSet::new();
-    // First everything that can fail without writing: targets and earlier deletes.
-    let mut merged = Vec::with_capacity(positions.len());
-    for (path, mut set) in positions {
-        let target = target(table, targets, &path)?;
-        for earlier in targets
-            .deletes
-            .get(&normalize_location(&path))
-            .into_iter()
-            .flatten()
-            .filter(|d| !d.deletion_vector)
-        {
-            let file = &earlier.file;
-            let (by_file, _) = read_position_delete_file(
-                table.io(),
-                &name,
-                file.file_path(),
-                file.file_size_in_bytes(),
-            )
-            .await?;
-            if let Some(old) = by_file.get(&normalize_location(&path)) {
-                set.extend(old.iter().copied());
-            }
-            removed.insert(FileKey::of(file));
-        }
-        merged.push((path, target.spec_id, target.partition.clone(), set));
-    }
+    // Everything that can fail without writing comes first.
+    let (merged, removed) = with_earlier_deletes(table, targets, positions).await?;
     let mut added = Vec::with_capacity(merged.len());
     for (path, spec_id, partition, set) in merged {
         let sorted: Vec<u64> = set.iter().collect();
@@ -366,23 +340,32 @@ async fn position_delete_files(
 }
 
 /// Format 3: one deletion vector per data file, holding its earlier file-scoped deletes too
-/// (which the commit removes).
+/// (which the commit removes), all in one Puffin file.
 async fn deletion_vectors(
     table: &LoadedTable,
     targets: &Targets,
     positions: BTreeMap<String, RoaringTreemap>,
 ) -> Result<(Vec<DeleteFile>, HashSet<FileKey>)> {
+    let (vectors, removed) = with_earlier_deletes(table, targets, positions).await?;
+    let added = write_deletion_vectors(table, &vectors).await?;
+    Ok((added, removed))
+}
+
+/// Each data file's new `positions` united with its earlier file-scoped deletes (position-delete
+/// files naming only it, its deletion vector), as (path, spec id, partition, positions), and
+/// the keys of those earlier deletes, for the commit to remove.
+async fn with_earlier_deletes(
+    table: &LoadedTable,
+    targets: &Targets,
+    positions: BTreeMap<String, RoaringTreemap>,
+) -> Result<(Vec<DeletionVectorInput>, HashSet<FileKey>)> {
     let name = table.ident().to_string();
     let mut removed = HashSet::new();
-    let mut vectors = Vec::with_capacity(positions.len());
+    let mut merged = Vec::with_capacity(positions.len());
     for (path, mut set) in positions {
         let target = target(table, targets, &path)?;
-        for earlier in targets
-            .deletes
-            .get(&normalize_location(&path))
-            .into_iter()
-            .flatten()
-        {
+        let key = normalize_location(&path);
+        for earlier in targets.deletes.get(&key).into_iter().flatten() {
             let file = &earlier.file;
             if earlier.deletion_vector {
                 let (Some(offset), Some(length)) =
@@ -411,16 +394,15 @@ async fn deletion_vectors(
                     file.file_size_in_bytes(),
                 )
                 .await?;
-                if let Some(old) = by_file.get(&normalize_location(&path)) {
+                if let Some(old) = by_file.get(&key) {
                     set.extend(old.iter().copied());
                 }
             }
             removed.insert(FileKey::of(file));
         }
-        vectors.push((path, target.spec_id, target.partition.clone(), set));
+        merged.push((path, target.spec_id, target.partition.clone(), set));
     }
-    let added = write_deletion_vectors(table, &vectors).await?;
-    Ok((added, removed))
+    Ok((merged, removed))
 }
 
 fn target<'a>(

@@ -169,3 +169,68 @@ async fn bad_writes_fail_clearly_and_leave_nothing_behind() {
         }
     }
 }
+
+/// A statement dropped in the middle of writing (the client went away) stops its writer tasks
+/// and deletes every file they started, finished or not; nothing is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_insert_dropped_midway_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = dir.path().join("warehouse");
+    std::fs::create_dir_all(&warehouse).expect("mkdir");
+    let catalog: Arc<dyn Catalog> =
+        Arc::new(FileSystemCatalog::new(warehouse.to_str().expect("utf8")).expect("fs catalog"));
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+    ddl(&ctx, "CREATE SCHEMA iceberg.db").await.expect("schema");
+    ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.t (id BIGINT NOT NULL, name STRING) \
+         PARTITIONED BY (bucket(8, id)) TBLPROPERTIES ('write.target-file-size-bytes'='4096')",
+    )
+    .await
+    .expect("create");
+    let ident = TableIdent::new(Namespace::new(vec!["db".into()]), "t");
+    let before = catalog.load_table(&ident).await.expect("load");
+    let location = table_dir(before.metadata().location());
+    let files_before = files_under(&location);
+
+    let insert_ctx = ctx.clone();
+    let insert = tokio::spawn(async move {
+        query(
+            &insert_ctx,
+            "INSERT INTO iceberg.db.t SELECT v, repeat('x', 40) FROM generate_series(1, 20000000) AS s(v)",
+        )
+        .await
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while files_under(&location).len() < files_before.len() + 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the insert wrote no files"
+        );
+        assert!(
+            !insert.is_finished(),
+            "the insert ended before it was dropped"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    insert.abort();
+    assert!(insert.await.expect_err("aborted").is_cancelled());
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while files_under(&location) != files_before && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // No upload still in flight adds a file later.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        files_under(&location),
+        files_before,
+        "every started file is deleted"
+    );
+    let after = catalog.load_table(&ident).await.expect("load");
+    assert_eq!(
+        after.metadata_location(),
+        before.metadata_location(),
+        "nothing committed"
+    );
+}

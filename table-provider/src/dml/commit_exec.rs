@@ -153,6 +153,8 @@ impl ExecutionPlan for IcebergCommitExec {
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
         let stream = futures::stream::once(async move {
+            let tracker = Arc::clone(write.tracker());
+            let mut abandon_on_drop = tracker.abandon_on_drop(table.io());
             let result: DFResult<u64> = async {
                 let batches: Vec<RecordBatch> = input.try_collect().await?;
                 let files = read_data_files(&table, &batches)?;
@@ -160,6 +162,7 @@ impl ExecutionPlan for IcebergCommitExec {
                 let removal = mode.removal(&table, &files);
                 let nothing_to_remove =
                     removal.is_nothing() || table.metadata().current_snapshot().is_none();
+                abandon_on_drop.disarm();
                 if !(files.is_empty() && nothing_to_remove) {
                     let change = SnapshotChange {
                         added: files,
@@ -178,10 +181,9 @@ impl ExecutionPlan for IcebergCommitExec {
                 )?),
                 Err(error) => {
                     // An unknown commit outcome may have made the files live: keep them.
+                    abandon_on_drop.disarm();
                     if !is_commit_state_unknown(&error) {
-                        for location in write.started_files() {
-                            let _ = table.io().delete(&location).await;
-                        }
+                        tracker.abandon(table.io()).await;
                     }
                     Err(error)
                 }

@@ -23,6 +23,7 @@ use crate::error::Error;
 use crate::io::TableIo;
 use crate::write::data_file_writer::{RollingFileWriter, WriteSettings};
 use crate::write::partitioner::Partitioner;
+use crate::write::tracker::WriteTracker;
 
 /// The column of the write node's output: one JSON data file description per row.
 pub(crate) const DATA_FILE_COLUMN: &str = "data_file";
@@ -135,8 +136,21 @@ impl ExecutionPlan for IcebergWriteExec {
         let format_version = self.format_version;
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
+        // The partition is written by a task of its own, which is not cancelled when this
+        // stream is dropped: it stops at its next batch and aborts its open uploads, so that
+        // `WriteTracker::abandon` can wait for it before deleting the started files.
+        let tracker = Arc::clone(settings.tracker());
+        let task = tokio::spawn(async move {
+            let _running = settings.tracker().enter().await;
+            write_partition(input, &settings, &io, partition).await
+        });
+        let stop_on_drop = StopOnDrop(Some(tracker));
         let stream = futures::stream::once(async move {
-            let files = write_partition(input, &settings, &io, partition).await?;
+            let written = task.await;
+            stop_on_drop.finished();
+            let files = written.map_err(|e| {
+                DataFusionError::Internal(format!("writer task {partition} failed: {e}"))
+            })??;
             let json = files
                 .into_iter()
                 .map(|f| serialize_data_file_to_json(f, &partition_type, format_version))
@@ -151,18 +165,78 @@ impl ExecutionPlan for IcebergWriteExec {
     }
 }
 
-/// Writes one input partition (a failed write's files are deleted by the commit node, which
-/// sees every partition's: `WriteSettings::started_files`).
+/// Stops the write when the consumer of a partition's output goes away before the partition is
+/// written (the statement failed elsewhere, or was cancelled).
+struct StopOnDrop(Option<Arc<WriteTracker>>);
+
+impl StopOnDrop {
+    fn finished(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let Some(tracker) = self.0.take() {
+            tracker.stop();
+        }
+    }
+}
+
+/// Writes one input partition. On failure (or when the write is stopped) the open uploads are
+/// aborted; the finished files are deleted by the node that commits, which sees every
+/// partition's through `WriteSettings::tracker`.
 async fn write_partition(
-    mut input: SendableRecordBatchStream,
+    input: SendableRecordBatchStream,
     settings: &Arc<WriteSettings>,
     io: &TableIo,
     task: usize,
 ) -> DFResult<Vec<iceberg::spec::DataFile>> {
+    let mut writers: HashMap<Vec<u8>, RollingFileWriter> = HashMap::new();
+    match write_batches(input, settings, io, task, &mut writers).await {
+        Ok(()) => {
+            let mut files = Vec::new();
+            let mut writers = writers.into_values();
+            while let Some(writer) = writers.next() {
+                match writer.close().await {
+                    Ok(mut written) => files.append(&mut written),
+                    Err(e) => {
+                        for writer in writers {
+                            writer.abort().await;
+                        }
+                        return Err(e.into());
+                    }
+                }
+            }
+            Ok(files)
+        }
+        Err(e) => {
+            for (_, writer) in writers {
+                writer.abort().await;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Writes the partition's batches through one rolling writer per table partition.
+async fn write_batches(
+    mut input: SendableRecordBatchStream,
+    settings: &Arc<WriteSettings>,
+    io: &TableIo,
+    task: usize,
+    writers: &mut HashMap<Vec<u8>, RollingFileWriter>,
+) -> DFResult<()> {
     let partitioner =
         Partitioner::new(settings.schema(), settings.spec(), settings.arrow_schema())?;
-    let mut writers: HashMap<Vec<u8>, RollingFileWriter> = HashMap::new();
+    let tracker = settings.tracker();
     while let Some(batch) = input.next().await {
+        if tracker.is_stopped() {
+            return Err(DataFusionError::Execution(
+                "the write was stopped: another part of the statement failed or it was cancelled"
+                    .into(),
+            ));
+        }
         let batch = batch?;
         for slice in partitioner.split(&batch)? {
             let writer = match writers.entry(slice.key) {
@@ -177,9 +251,5 @@ async fn write_partition(
             writer.write(&slice.batch).await?;
         }
     }
-    let mut files = Vec::new();
-    for (_, writer) in writers {
-        files.append(&mut writer.close().await?);
-    }
-    Ok(files)
+    Ok(())
 }

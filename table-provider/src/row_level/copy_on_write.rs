@@ -71,6 +71,7 @@ pub(super) async fn rewrite_without(
         metadata.format_version(),
     ));
     let gathered = CoalescePartitionsExec::new(write);
+    let mut abandon_on_drop = settings.tracker().abandon_on_drop(loaded.io());
     let written = async {
         let batches: Vec<RecordBatch> = gathered
             .execute(0, Arc::clone(context))?
@@ -79,12 +80,11 @@ pub(super) async fn rewrite_without(
         read_data_files(loaded, &batches)
     }
     .await;
+    abandon_on_drop.disarm();
     match written {
         Ok(files) => Ok(files),
         Err(e) => {
-            for location in settings.started_files() {
-                let _ = loaded.io().delete(&location).await;
-            }
+            settings.tracker().abandon(loaded.io()).await;
             Err(e.into())
         }
     }

@@ -156,6 +156,7 @@ impl ExecutionPlan for IcebergUpdateExec {
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
         let stream = futures::stream::once(async move {
+            let mut abandon_on_drop = settings.tracker().abandon_on_drop(table.io());
             let written: DFResult<Vec<DataFile>> = async {
                 let batches: Vec<RecordBatch> = gathered
                     .execute(0, Arc::clone(&context))?
@@ -164,12 +165,11 @@ impl ExecutionPlan for IcebergUpdateExec {
                 read_data_files(&table, &batches)
             }
             .await;
+            abandon_on_drop.disarm();
             let new_rows = match written {
                 Ok(files) => files,
                 Err(e) => {
-                    for location in settings.started_files() {
-                        let _ = table.io().delete(&location).await;
-                    }
+                    settings.tracker().abandon(table.io()).await;
                     return Err(e);
                 }
             };

@@ -8,7 +8,7 @@
 //! metrics configuration ([`super::metrics::MetricsConfig`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::cast;
@@ -24,6 +24,7 @@ use uuid::Uuid;
 
 use super::metrics::{MetricsCollector, MetricsConfig};
 use super::partition_path::partition_path;
+use super::tracker::WriteTracker;
 use crate::error::{Error, Result};
 use crate::io::TableIo;
 
@@ -45,9 +46,9 @@ pub struct WriteSettings {
     metrics: MetricsConfig,
     /// Unique per write: file names never collide with another writer's.
     write_id: Uuid,
-    /// Every file this write started, so a failed statement can delete them all (the writer
-    /// tasks that finished as well as the one that failed).
-    started: Mutex<Vec<String>>,
+    /// Every file this write started and the writer tasks still running, so a failed statement
+    /// can delete them all (the writer tasks that finished as well as the one that failed).
+    tracker: Arc<WriteTracker>,
 }
 
 impl WriteSettings {
@@ -116,16 +117,13 @@ impl WriteSettings {
             target_file_size,
             parquet,
             write_id: Uuid::new_v4(),
-            started: Mutex::new(Vec::new()),
+            tracker: Arc::default(),
         })
     }
 
-    /// Every data file this write has started (finished or not).
-    pub fn started_files(&self) -> Vec<String> {
-        self.started
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    /// The files this write has started and its running writer tasks.
+    pub fn tracker(&self) -> &Arc<WriteTracker> {
+        &self.tracker
     }
 
     /// The partition spec files are written with.
@@ -255,6 +253,16 @@ impl RollingFileWriter {
         Ok(self.written)
     }
 
+    /// Gives up the open file: its upload is aborted, so no part of it is left in the store
+    /// (the files already finished are the tracker's to delete).
+    pub async fn abort(mut self) {
+        if let Some(file) = self.open.take() {
+            // Best effort: an upload that cannot be aborted leaves at most an unreferenced
+            // staging object.
+            let _ = file.writer.into_inner().into_inner().abort().await;
+        }
+    }
+
     /// `batch` with the writer's schema (field ids on every field; DataFusion's casts to the
     /// table schema drop field metadata).
     fn conform(&self, batch: &RecordBatch) -> Result<RecordBatch> {
@@ -284,11 +292,7 @@ impl RollingFileWriter {
             "{}/{:05}-{}-{:05}.parquet",
             self.directory, self.task, self.settings.write_id, self.count
         );
-        self.settings
-            .started
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(location.clone());
+        self.settings.tracker.record_started(location.clone());
         let (store, _, path) = self.io.resolve(&location)?;
         let writer = AsyncArrowWriter::try_new(
             ParquetObjectWriter::new(store, path),

@@ -10,6 +10,8 @@
 //! - [`partition_path`]: the partition directory of a data file, spelt as Iceberg Java spells it
 //!   (human strings, URL-encoded), so other engines find the same layout.
 //! - [`partitioner`]: batches split by partition (the spec's transforms over Arrow arrays).
+//! - [`tracker`]: the files one write started and its running writer tasks, so a failed or
+//!   abandoned statement stops them and deletes every file they wrote.
 
 pub mod data_file_writer;
 pub mod deletion_vector;
@@ -17,3 +19,4 @@ pub mod metrics;
 pub mod partition_path;
 pub mod partitioner;
 pub mod position_deletes;
+pub mod tracker;

@@ -34,7 +34,7 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt};
 use petrel_table_provider::catalog::Catalog;
-use petrel_table_provider::ddl::{as_ddl, ddl_plan};
+use petrel_table_provider::statements::{is_petrel_write, plan_statement};
 use petrel_table_provider::{
     IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes, PetrelQueryPlanner,
     RowLevelDml, SignedZeroEquality,
@@ -236,30 +236,38 @@ impl QueryEngine {
         let text = normalize_sql(sql);
         let text = petrel_table_provider::rewrite_time_travel(&text)
             .map_err(|e| crate::error::to_status(&e))?;
-        // Spark's DDL for Iceberg tables (CREATE/DROP SCHEMA, CREATE TABLE [AS], DROP TABLE)
-        // becomes a plan that runs when executed, like an INSERT (a write: run once).
-        if let Some(plan) = ddl_plan(&text).map_err(|e| crate::error::to_status(&e))? {
-            if self.options.read_only {
-                return Err(Error::Refused(
-                    "this server is read-only (read_only / --read-only): DDL is refused".into(),
-                )
-                .into());
-            }
-            return Ok(DataFrame::new(ctx.state(), plan));
-        }
-        // Planning executes nothing; DDL would run in `SessionContext::sql`, so the plan is
-        // checked (`policy`) before the context sees it.
+        // Statements Petrel plans itself (Spark's DDL for Iceberg tables: CREATE/DROP SCHEMA,
+        // CREATE TABLE [AS], DROP TABLE) become plans that run when executed, like an INSERT
+        // (writes: run once).
         let state = ctx.state();
-        let plan = match state.create_logical_plan(&text).await {
-            Ok(plan) => plan,
-            Err(e) => return Err(crate::error::planning_error(&state, &text, e).await),
-        };
         let options = state.config().options();
         let policy = Policy {
             iceberg_catalogs: &self.iceberg_catalogs,
             default_catalog: &options.catalog.default_catalog,
             default_schema: &options.catalog.default_schema,
             read_only: self.options.read_only,
+        };
+        if let Some(plan) = plan_statement(&state, &text)
+            .await
+            .map_err(|e| crate::error::to_status(&e))?
+        {
+            if self.options.read_only {
+                return Err(Error::Refused(
+                    "this server is read-only (read_only / --read-only): writes and DDL are \
+                     refused"
+                        .into(),
+                )
+                .into());
+            }
+            // Whatever such a statement reads (a MERGE's source) passes the same check.
+            policy::check(&plan, &policy)?;
+            return Ok(DataFrame::new(state, plan));
+        }
+        // Planning executes nothing; DDL would run in `SessionContext::sql`, so the plan is
+        // checked (`policy`) before the context sees it.
+        let plan = match state.create_logical_plan(&text).await {
+            Ok(plan) => plan,
+            Err(e) => return Err(crate::error::planning_error(&state, &text, e).await),
         };
         policy::check(&plan, &policy)?;
         // DataFusion's own switches stay on as a second line (the policy allowed at most an
@@ -299,8 +307,7 @@ impl QueryEngine {
     /// table, or Iceberg DDL). Writes run once, through [`QueryEngine::run_write`], never from a
     /// DoGet ticket.
     pub fn is_write(frame: &DataFrame) -> bool {
-        matches!(frame.logical_plan(), LogicalPlan::Dml(_))
-            || as_ddl(frame.logical_plan()).is_some()
+        matches!(frame.logical_plan(), LogicalPlan::Dml(_)) || is_petrel_write(frame.logical_plan())
     }
 
     /// Plans the write `sql` with every bound parameter row (IPC bytes; empty: none) as ONE

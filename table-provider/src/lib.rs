@@ -52,6 +52,7 @@ pub mod row_level;
 pub mod scan;
 pub mod signed_zero;
 pub mod spec;
+pub mod statements;
 pub mod time_travel;
 pub mod write;
 

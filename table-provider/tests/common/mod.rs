@@ -91,6 +91,12 @@ pub fn session(catalogs: Vec<(&str, Arc<dyn Catalog>)>) -> SessionContext {
 /// Runs `sql` (time travel rewritten) and returns its batches.
 pub async fn query(ctx: &SessionContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
     let sql = rewrite_time_travel(sql).map_err(datafusion::error::DataFusionError::from)?;
+    let state = ctx.state();
+    if let Some(plan) = petrel_table_provider::statements::plan_statement(&state, &sql).await? {
+        return datafusion::dataframe::DataFrame::new(state, plan)
+            .collect()
+            .await;
+    }
     ctx.sql(&sql).await?.collect().await
 }
 

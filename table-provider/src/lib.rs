@@ -32,11 +32,15 @@
 //! - [`signed_zero`]: `-0.0 = 0.0` in comparisons with constants, as in Spark and PostgreSQL.
 //! - [`ddl`]: Spark's `CREATE TABLE … PARTITIONED BY … TBLPROPERTIES` and friends, parsed and
 //!   turned into Iceberg metadata.
+//! - [`procedures`]: Spark's `CALL … system.<procedure>(…)` (snapshot management, expiry,
+//!   orphan files) and `ALTER TABLE … CREATE / DROP BRANCH | TAG`.
 //! - [`dml`]: `INSERT` as DataFusion plans: parallel writer partitions under one commit.
 //! - [`commit`]: Petrel's snapshot producer (appends), writing through its own IO.
 //! - [`write`]: what writers compute per data file: column metrics, partition paths.
 //! - [`error`]: one error type with table / snapshot / file context.
+//! - [`cache_stats`]: hit / miss counts and sizes of the manifest and delete-file caches.
 
+pub mod cache_stats;
 pub mod catalog;
 pub mod commit;
 pub mod ddl;
@@ -46,6 +50,7 @@ pub mod error;
 pub mod io;
 pub mod nested_values;
 pub mod plan;
+pub mod procedures;
 pub mod provider;
 pub mod query_planner;
 pub mod row_level;

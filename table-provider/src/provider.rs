@@ -16,6 +16,9 @@
 //!   columns, each row's data file (as the manifests name it) and its position in that file,
 //!   computed by the reader from its access plan. DELETE, UPDATE and MERGE find the rows they
 //!   change with them.
+//! - INSERT: [`IcebergWriteExec`] under [`IcebergCommitExec`]; an upsert (identifier fields
+//!   and `write.upsert.enabled=true`, or [`IcebergTableProvider::upsert`]) also writes
+//!   equality deletes on the key (see [`crate::write::upsert`]).
 
 use std::any::Any;
 use std::collections::{HashMap, HashSet};
@@ -55,6 +58,8 @@ use crate::scan::{
 };
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 use crate::write::data_file_writer::WriteSettings;
+use crate::write::equality_deletes::EqualityDeleteSettings;
+use crate::write::upsert::{UPSERT_PROPERTY, UpsertKeys, upsert_enabled};
 
 /// An Iceberg table at one snapshot selection, for DataFusion.
 #[derive(Debug, Clone)]
@@ -72,6 +77,8 @@ pub struct IcebergTableProvider {
     positional_schema: Option<SchemaRef>,
     /// Only these data files (by location as the manifests name them) are read.
     only_files: Option<Arc<HashSet<String>>>,
+    /// Every INSERT is an upsert, whatever `write.upsert.enabled` says.
+    upsert: bool,
 }
 
 impl IcebergTableProvider {
@@ -109,6 +116,7 @@ impl IcebergTableProvider {
             catalog: None,
             positional_schema: None,
             only_files: None,
+            upsert: false,
         })
     }
 
@@ -140,6 +148,15 @@ impl IcebergTableProvider {
     pub fn only_files(&self, files: HashSet<String>) -> Self {
         Self {
             only_files: Some(Arc::new(files)),
+            ..self.clone()
+        }
+    }
+
+    /// This table with every INSERT an upsert (as `write.upsert.enabled=true` makes it; a bulk
+    /// ingest's `upsert=true`). The table needs identifier fields, or the INSERT fails.
+    pub fn upsert(&self) -> Self {
+        Self {
+            upsert: true,
             ..self.clone()
         }
     }
@@ -189,7 +206,21 @@ impl IcebergTableProvider {
             limit: if filters.is_empty() { limit } else { None },
             target_partitions,
         };
-        self.planner.plan(&self.table, &request).await
+        let plan = self.planner.plan(&self.table, &request).await?;
+        let m = &plan.metrics;
+        tracing::debug!(
+            table = %self.table.ident(),
+            snapshot_id = ?plan.snapshot_id,
+            manifests_total = m.manifests_total,
+            manifests_pruned = m.manifests_pruned,
+            data_files = m.data_files_seen,
+            files_pruned = m.files_pruned_by_partition + m.files_pruned_by_metrics,
+            files_selected = m.files_selected,
+            delete_files = m.delete_files,
+            planning_ms = m.planning_time.as_millis() as u64,
+            "scan planned"
+        );
+        Ok(plan)
     }
 
     fn name_mapping(&self) -> Option<Arc<NameMapping>> {
@@ -201,7 +232,8 @@ impl IcebergTableProvider {
         match serde_json::from_str::<NameMapping>(json) {
             Ok(mapping) => Some(Arc::new(mapping)),
             Err(e) => {
-                log::warn!(
+                tracing::warn!(
+                    table = %self.table.ident(),
                     "table {}: ignoring unparsable schema.name-mapping.default: {e}",
                     self.table.ident()
                 );
@@ -292,6 +324,16 @@ impl TableProvider for IcebergTableProvider {
             }
         };
         let metadata = self.table.metadata();
+        let upsert = self.upsert || upsert_enabled(metadata);
+        let mode = match mode {
+            WriteMode::Append if upsert => WriteMode::Upsert,
+            WriteMode::OverwritePartitions if upsert => {
+                return refuse(format!(
+                    "INSERT OVERWRITE is not supported on a table that upserts ({UPSERT_PROPERTY}=true)"
+                ));
+            }
+            mode => mode,
+        };
         if metadata.current_schema_id() != self.resolved.schema.schema_id() {
             return refuse(
                 "the table's schema changed since it was loaded; run the statement again".into(),
@@ -306,13 +348,19 @@ impl TableProvider for IcebergTableProvider {
             .spec()
             .partition_type(settings.schema())
             .map_err(Error::from)?;
-        let write: Arc<dyn ExecutionPlan> = Arc::new(IcebergWriteExec::new(
+        let mut write = IcebergWriteExec::new(
             input,
             Arc::clone(&settings),
             self.table.io().clone(),
             partition_type,
             metadata.format_version(),
-        ));
+        );
+        if mode == WriteMode::Upsert {
+            let keys = UpsertKeys::for_table(&table, metadata, &self.arrow_schema)?;
+            let deletes = EqualityDeleteSettings::new(&table, metadata, keys)?;
+            write = write.with_upsert(Arc::new(deletes));
+        }
+        let write: Arc<dyn ExecutionPlan> = Arc::new(write);
         let gathered: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(write));
         Ok(Arc::new(IcebergCommitExec::new(
             gathered,

@@ -56,6 +56,11 @@ impl IcebergCatalogProvider {
     pub fn catalog(&self) -> &Arc<dyn Catalog> {
         &self.catalog
     }
+
+    /// The planner of this catalog's scans (and its caches).
+    pub fn planner(&self) -> &Arc<ScanPlanner> {
+        &self.planner
+    }
 }
 
 /// Runs a catalog future from DataFusion's synchronous listing calls (`None` if no runtime
@@ -94,11 +99,11 @@ impl CatalogProvider for IcebergCatalogProvider {
         match wait(self.catalog.list_namespaces()) {
             Some(Ok(namespaces)) => namespaces.iter().map(Namespace::dotted).collect(),
             Some(Err(e)) => {
-                log::warn!("listing namespaces failed: {e}");
+                tracing::warn!("listing namespaces failed: {e}");
                 Vec::new()
             }
             None => {
-                log::warn!("listing namespaces failed: no runtime to run the catalog call");
+                tracing::warn!("listing namespaces failed: no runtime to run the catalog call");
                 Vec::new()
             }
         }
@@ -110,8 +115,8 @@ impl CatalogProvider for IcebergCatalogProvider {
             Some(Ok(false)) => return None,
             Some(Ok(true)) => {}
             // Unknown: the table lookup will report the catalog's error (module docs).
-            Some(Err(e)) => log::warn!("checking namespace {namespace} failed: {e}"),
-            None => log::warn!("checking namespace {namespace} failed: no runtime"),
+            Some(Err(e)) => tracing::warn!("checking namespace {namespace} failed: {e}"),
+            None => tracing::warn!("checking namespace {namespace} failed: no runtime"),
         }
         Some(Arc::new(IcebergSchemaProvider {
             catalog: Arc::clone(&self.catalog),
@@ -139,11 +144,19 @@ impl SchemaProvider for IcebergSchemaProvider {
         match wait(self.catalog.list_tables(&self.namespace)) {
             Some(Ok(tables)) => tables.into_iter().map(|t| t.name).collect(),
             Some(Err(e)) => {
-                log::warn!("listing tables of {} failed: {e}", self.namespace);
+                tracing::warn!(
+                    namespace = %self.namespace,
+                    "listing tables of {} failed: {e}",
+                    self.namespace
+                );
                 Vec::new()
             }
             None => {
-                log::warn!("listing tables of {} failed: no runtime", self.namespace);
+                tracing::warn!(
+                    namespace = %self.namespace,
+                    "listing tables of {} failed: no runtime",
+                    self.namespace
+                );
                 Vec::new()
             }
         }

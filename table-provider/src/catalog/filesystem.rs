@@ -145,7 +145,7 @@ impl FileSystemCatalog {
             } else if let Some(found) = files.iter().find(|f| f.filename() == Some(text.as_str())) {
                 return Ok(Some((*found).clone()));
             }
-            log::warn!(
+            tracing::warn!(
                 "{hint_path}: hint {text:?} names no metadata file; using the highest-numbered one"
             );
         }
@@ -247,7 +247,7 @@ impl FileSystemCatalog {
             .put(&hint, PutPayload::from(version.to_string().into_bytes()))
             .await
         {
-            log::warn!(
+            tracing::warn!(
                 "{hint}: cannot write the version hint ({e}); readers walk forward from the old one"
             );
         }
@@ -590,7 +590,7 @@ impl Catalog for FileSystemCatalog {
                     Err(object_store::Error::NotFound { .. }) => return Err(e.into()),
                     Ok(found) => match found.bytes().await {
                         Ok(found) if found.as_ref() == bytes.as_slice() => {
-                            log::warn!("{location}: written despite {e}; committed");
+                            tracing::warn!("{location}: written despite {e}; committed");
                         }
                         Ok(_) => {
                             return Err(Error::CommitConflict {

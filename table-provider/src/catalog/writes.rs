@@ -56,7 +56,7 @@ pub(super) async fn put_new(
 pub(super) async fn delete_quietly(store: &Arc<dyn ObjectStore>, path: &Path) {
     match store.delete(path).await {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-        Err(e) => log::warn!("cannot delete {path} of a failed commit: {e}"),
+        Err(e) => tracing::warn!("cannot delete {path} of a failed commit: {e}"),
     }
 }
 

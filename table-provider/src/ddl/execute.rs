@@ -99,7 +99,7 @@ async fn create_table(ctx: &SessionContext, create: CreateTable) -> Result<u64> 
         Err(e) => {
             // Leave no half-created table behind.
             if let Err(drop) = catalog.drop_table(&ident, true).await {
-                log::warn!("dropping {ident} after its failed CREATE TABLE AS: {drop}");
+                tracing::warn!("dropping {ident} after its failed CREATE TABLE AS: {drop}");
             }
             Err(e.into())
         }

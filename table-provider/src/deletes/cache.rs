@@ -6,7 +6,7 @@
 //! group are kept in a bounded cache (weighed by their memory, least recently used evicted;
 //! Iceberg's Spark executors keep a delete cache for the same reason). Keys are the files'
 //! resolved physical locations with their sizes, so two copies of a table at different places
-//! never share entries. Failures are not cached.
+//! never share entries. Failures are not cached. Lookups are counted ([`DeleteCache::stats`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use moka::sync::Cache;
 use roaring::RoaringTreemap;
 
 use super::equality::EqualityDeleteSet;
+use crate::cache_stats::{CacheCounters, CacheStats, moka_stats};
 
 /// Default capacity: about this many bytes of parsed deletes.
 pub const DEFAULT_DELETE_CACHE_BYTES: u64 = 256 * 1024 * 1024;
@@ -54,6 +55,9 @@ pub(crate) type EqualityKey = (Vec<i32>, Vec<(String, u64)>);
 pub struct DeleteCache {
     positions: Cache<PositionKey, Arc<PositionSource>>,
     equality: Cache<EqualityKey, Arc<EqualityDeleteSet>>,
+    capacity_bytes: u64,
+    position_lookups: CacheCounters,
+    equality_lookups: CacheCounters,
 }
 
 impl Default for DeleteCache {
@@ -78,7 +82,29 @@ impl DeleteCache {
                 .max_capacity(capacity_bytes / 2)
                 .weigher(|_, s: &Arc<EqualityDeleteSet>| weight(s.memory_size()))
                 .build(),
+            capacity_bytes,
+            position_lookups: CacheCounters::default(),
+            equality_lookups: CacheCounters::default(),
         }
+    }
+
+    /// The state of the positional part (position delete files, deletion vectors) and of the
+    /// equality part.
+    pub fn stats(&self) -> [CacheStats; 2] {
+        [
+            moka_stats(
+                "delete_positions",
+                &self.positions,
+                self.capacity_bytes / 2,
+                &self.position_lookups,
+            ),
+            moka_stats(
+                "delete_equality",
+                &self.equality,
+                self.capacity_bytes / 2,
+                &self.equality_lookups,
+            ),
+        ]
     }
 
     /// Drops everything (benchmarks measure cold reads with it).
@@ -88,7 +114,7 @@ impl DeleteCache {
     }
 
     pub(crate) fn position_source(&self, key: &PositionKey) -> Option<Arc<PositionSource>> {
-        self.positions.get(key)
+        self.position_lookups.observe(self.positions.get(key))
     }
 
     pub(crate) fn insert_position_source(&self, key: PositionKey, source: Arc<PositionSource>) {
@@ -96,7 +122,7 @@ impl DeleteCache {
     }
 
     pub(crate) fn equality_set(&self, key: &EqualityKey) -> Option<Arc<EqualityDeleteSet>> {
-        self.equality.get(key)
+        self.equality_lookups.observe(self.equality.get(key))
     }
 
     pub(crate) fn insert_equality_set(&self, key: EqualityKey, set: Arc<EqualityDeleteSet>) {

@@ -2,13 +2,14 @@
 //!
 //! Iceberg never rewrites a manifest or manifest list in place, so a parsed one stays valid
 //! for as long as it is cached. Entries are weighed by their file size; the cache evicts the
-//! least recently used past its capacity.
+//! least recently used past its capacity. Lookups are counted ([`ManifestCache::stats`]).
 
 use std::sync::Arc;
 
 use iceberg::spec::{FormatVersion, Manifest, ManifestList};
 use moka::sync::Cache;
 
+use crate::cache_stats::{CacheCounters, CacheStats, moka_stats};
 use crate::error::{Error, Result};
 use crate::io::TableIo;
 
@@ -20,6 +21,9 @@ pub const DEFAULT_MANIFEST_CACHE_BYTES: u64 = 256 * 1024 * 1024;
 pub struct ManifestCache {
     manifests: Cache<String, Arc<Manifest>>,
     lists: Cache<String, Arc<ManifestList>>,
+    capacity_bytes: u64,
+    manifest_lookups: CacheCounters,
+    list_lookups: CacheCounters,
 }
 
 impl Default for ManifestCache {
@@ -44,7 +48,29 @@ impl ManifestCache {
                 .max_capacity(capacity_bytes / 8)
                 .weigher(|_, l: &Arc<ManifestList>| weight(l.entries().len() * 256))
                 .build(),
+            capacity_bytes,
+            manifest_lookups: CacheCounters::default(),
+            list_lookups: CacheCounters::default(),
         }
+    }
+
+    /// The state of the manifest cache and of the manifest-list cache (weights are the
+    /// estimates the capacity is in).
+    pub fn stats(&self) -> [CacheStats; 2] {
+        [
+            moka_stats(
+                "manifest",
+                &self.manifests,
+                self.capacity_bytes,
+                &self.manifest_lookups,
+            ),
+            moka_stats(
+                "manifest_list",
+                &self.lists,
+                self.capacity_bytes / 8,
+                &self.list_lookups,
+            ),
+        ]
     }
 
     /// Drops everything (benchmarks measure cold planning with it).
@@ -55,7 +81,7 @@ impl ManifestCache {
 
     /// A cached manifest, if present.
     pub fn get_manifest(&self, path: &str) -> Option<Arc<Manifest>> {
-        self.manifests.get(path)
+        self.manifest_lookups.observe(self.manifests.get(path))
     }
 
     /// The manifest list at `path`, read and parsed on a miss.
@@ -66,7 +92,7 @@ impl ManifestCache {
         path: &str,
         version: FormatVersion,
     ) -> Result<Arc<ManifestList>> {
-        if let Some(list) = self.lists.get(path) {
+        if let Some(list) = self.list_lookups.observe(self.lists.get(path)) {
             return Ok(list);
         }
         let bytes = io
@@ -82,7 +108,7 @@ impl ManifestCache {
 
     /// The manifest at `path`, read and parsed (on the blocking pool) on a miss.
     pub async fn manifest(&self, io: &TableIo, table: &str, path: &str) -> Result<Arc<Manifest>> {
-        if let Some(m) = self.manifests.get(path) {
+        if let Some(m) = self.manifest_lookups.observe(self.manifests.get(path)) {
             return Ok(m);
         }
         let bytes = io

@@ -253,7 +253,7 @@ impl MetricsConfig {
 
 fn parse_mode(value: &str, fallback: MetricsMode, context: &str) -> MetricsMode {
     value.parse().unwrap_or_else(|e| {
-        log::warn!("Ignoring invalid metrics mode ({context}): {value}: {e}; using {fallback}");
+        tracing::warn!("Ignoring invalid metrics mode ({context}): {value}: {e}; using {fallback}");
         fallback
     })
 }
@@ -266,7 +266,7 @@ fn max_inferred_column_defaults(props: &HashMap<String, String>) -> usize {
     match value.parse::<i32>() {
         Ok(n) if n >= 0 => n as usize,
         _ => {
-            log::warn!(
+            tracing::warn!(
                 "Invalid value for {MAX_INFERRED_COLUMN_DEFAULTS_PROPERTY}: {value}, falling back \
                  to {MAX_INFERRED_COLUMN_DEFAULTS_DEFAULT}"
             );

@@ -152,6 +152,7 @@ impl QueryEngine {
             .with_table_functions(
                 datafusion::functions_table::all_default_table_functions()
                     .into_iter()
+                    .filter(|f| policy::TABLE_FUNCTIONS.contains(&f.name()))
                     .map(|f| (f.name().to_string(), f))
                     .collect(),
             )

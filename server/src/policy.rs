@@ -1,4 +1,6 @@
-//! What SQL may do, decided on the logical plan before anything runs.
+//! What SQL may do, decided on the logical plan before anything runs: an explicit allow-list of
+//! plan nodes ([`refusal_of`] names every kind DataFusion has), of write targets (Iceberg tables
+//! of the server's catalogs) and, in the engine, of table functions.
 //!
 //! DataFusion's `SQLOptions` switches are too coarse for a server that accepts writes: allowing
 //! DML also allows `COPY ... TO` (a file write anywhere the process can write) and inserts into
@@ -30,7 +32,12 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
 use petrel_table_provider::IcebergTableProvider;
+use petrel_table_provider::statements::is_petrel_write;
 use tonic::Status;
+
+/// The table functions SQL may call (they compute rows; none reads or writes a file). The
+/// engine registers only these, whatever DataFusion offers.
+pub const TABLE_FUNCTIONS: &[&str] = &["generate_series", "range"];
 
 /// What a statement that passed [`check`] does.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,22 +75,7 @@ pub fn check(plan: &LogicalPlan, policy: &Policy<'_>) -> Result<StatementKind, S
     };
     let mut refusal: Option<Status> = None;
     let walk = plan.apply_with_subqueries(|node| {
-        let refused = match node {
-            LogicalPlan::Dml(_) if std::ptr::eq(node, top) => None,
-            LogicalPlan::Dml(dml) => Some(nested_write(dml)),
-            LogicalPlan::Copy(_) => Some(Status::permission_denied(
-                "COPY ... TO is not allowed: SQL cannot write files; INSERT INTO an Iceberg \
-                 table of a configured catalog instead",
-            )),
-            LogicalPlan::Ddl(ddl) => Some(refuse_ddl(ddl)),
-            LogicalPlan::Statement(s) => Some(Status::permission_denied(format!(
-                "statement not allowed ({}): only queries and INSERT INTO Iceberg tables are \
-                 accepted",
-                s.name()
-            ))),
-            _ => None,
-        };
-        match refused {
+        match refusal_of(node, std::ptr::eq(node, top)) {
             Some(status) => {
                 refusal = Some(status);
                 Ok(TreeNodeRecursion::Stop)
@@ -100,6 +92,57 @@ pub fn check(plan: &LogicalPlan, policy: &Policy<'_>) -> Result<StatementKind, S
     } else {
         kind
     })
+}
+
+/// Why `node` may not appear in a statement's plan, or `None` when it may. The match names
+/// every kind of plan node (no wildcard): a kind DataFusion adds must be decided here before
+/// the server compiles. `is_top` says whether the node is the statement itself (or what a plain
+/// `EXPLAIN` explains), the only place a write may be.
+fn refusal_of(node: &LogicalPlan, is_top: bool) -> Option<Status> {
+    match node {
+        // The relational operators of a read. Scans come only from the catalogs the server
+        // registered and the table functions it allows (`engine`): no table factories, no URL
+        // tables, so no scan can name a file.
+        LogicalPlan::Projection(_)
+        | LogicalPlan::Filter(_)
+        | LogicalPlan::Window(_)
+        | LogicalPlan::Aggregate(_)
+        | LogicalPlan::Sort(_)
+        | LogicalPlan::Join(_)
+        | LogicalPlan::Repartition(_)
+        | LogicalPlan::Union(_)
+        | LogicalPlan::TableScan(_)
+        | LogicalPlan::EmptyRelation(_)
+        | LogicalPlan::Subquery(_)
+        | LogicalPlan::SubqueryAlias(_)
+        | LogicalPlan::Limit(_)
+        | LogicalPlan::Values(_)
+        | LogicalPlan::Distinct(_)
+        | LogicalPlan::Unnest(_)
+        | LogicalPlan::RecursiveQuery(_)
+        | LogicalPlan::DescribeTable(_) => None,
+        // EXPLAIN plans; EXPLAIN ANALYZE runs its input, which the walk checks (a write inside
+        // it is not the statement itself, so it is refused).
+        LogicalPlan::Explain(_) | LogicalPlan::Analyze(_) => None,
+        LogicalPlan::Dml(_) if is_top => None,
+        LogicalPlan::Dml(dml) => Some(nested_write(dml)),
+        // Petrel's own statements (DDL, and the writes `plan_statement` plans), as the statement.
+        LogicalPlan::Extension(_) if is_top && is_petrel_write(node) => None,
+        LogicalPlan::Extension(e) => Some(Status::permission_denied(format!(
+            "{} is only allowed as the statement itself",
+            e.node.name()
+        ))),
+        LogicalPlan::Copy(_) => Some(Status::permission_denied(
+            "COPY ... TO is not allowed: SQL cannot write files; INSERT INTO an Iceberg \
+             table of a configured catalog instead",
+        )),
+        LogicalPlan::Ddl(ddl) => Some(refuse_ddl(ddl)),
+        LogicalPlan::Statement(s) => Some(Status::permission_denied(format!(
+            "statement not allowed ({}): only queries, Iceberg DDL and writes to Iceberg tables \
+             are accepted",
+            s.name()
+        ))),
+    }
 }
 
 fn check_dml(dml: &DmlStatement, policy: &Policy<'_>) -> Result<StatementKind, Status> {

@@ -1,5 +1,6 @@
 //! [`PetrelQueryPlanner`]: DataFusion's physical planner with Petrel's extension planners —
-//! DDL statements (`ddl::DdlPlanner`) and row-level writes (`row_level::DeletePlanner`).
+//! DDL statements (`ddl::DdlPlanner`), row-level writes (`row_level::DeletePlanner`) and
+//! maintenance statements (`procedures::MaintenancePlanner`).
 //! Register it with `SessionStateBuilder::with_query_planner`, together with the
 //! `row_level::RowLevelDml` analyzer rule.
 
@@ -13,6 +14,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 
 use crate::ddl::DdlPlanner;
+use crate::procedures::MaintenancePlanner;
 use crate::row_level::DeletePlanner;
 
 /// The query planner of a Petrel session.
@@ -29,6 +31,7 @@ impl QueryPlanner for PetrelQueryPlanner {
         DefaultPhysicalPlanner::with_extension_planners(vec![
             Arc::new(DdlPlanner),
             Arc::new(DeletePlanner),
+            Arc::new(MaintenancePlanner),
         ])
         .create_physical_plan(logical_plan, session_state)
         .await

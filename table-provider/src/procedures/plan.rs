@@ -1,0 +1,265 @@
+//! Maintenance statements as DataFusion plans, so that they run where any statement runs: once,
+//! when the plan is executed; never while it is planned, prepared or explained (as
+//! `crate::ddl::plan` does for DDL).
+//!
+//! [`maintenance_plan`] parses a statement, checks it (procedure known, arguments bound to its
+//! parameters, catalog an Iceberg catalog) and returns a `LogicalPlan::Extension`
+//! ([`MaintenanceNode`]) whose schema is the procedure's output (Spark's columns), or `count`
+//! for a branch / tag statement. `crate::query_planner::PetrelQueryPlanner` plans it (through
+//! [`MaintenancePlanner`]) into a [`MaintenanceExec`], which parses the statement again and runs
+//! it when executed.
+
+use std::any::Any;
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, UInt64Array};
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result as DFResult};
+use datafusion::execution::context::SessionState;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::{
+    Expr, Extension, LogicalPlan, UserDefinedLogicalNode, UserDefinedLogicalNodeCore,
+};
+use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_planner::{ExtensionPlanner, PhysicalPlanner};
+
+use super::args::ProcedureArgs;
+use super::context::ProcedureContext;
+use super::parser::{MaintenanceStatement, parse_maintenance};
+use super::procedure;
+use super::refs::execute_ref_statement;
+use crate::dml::count_schema;
+use crate::error::{Error, Result};
+
+/// A maintenance statement in a logical plan (kept as its SQL text; parsed again to run).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MaintenanceNode {
+    sql: String,
+    /// Whether it is a `CALL` (else a branch / tag statement).
+    call: bool,
+    schema: DFSchemaRef,
+}
+
+impl PartialOrd for MaintenanceNode {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        self.sql.partial_cmp(&other.sql)
+    }
+}
+
+impl MaintenanceNode {
+    /// The statement's SQL text.
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+
+    /// Whether it is a `CALL` (which returns the procedure's rows) rather than a branch / tag
+    /// statement (which returns `count`, as DDL does).
+    pub fn is_call(&self) -> bool {
+        self.call
+    }
+}
+
+impl UserDefinedLogicalNodeCore for MaintenanceNode {
+    fn name(&self) -> &str {
+        "IcebergMaintenance"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        Vec::new()
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        &self.schema
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        Vec::new()
+    }
+
+    fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "IcebergMaintenance: {}", self.sql)
+    }
+
+    fn with_exprs_and_inputs(
+        &self,
+        _exprs: Vec<Expr>,
+        _inputs: Vec<LogicalPlan>,
+    ) -> DFResult<Self> {
+        Ok(self.clone())
+    }
+}
+
+/// The plan of `sql` if it is a maintenance statement (see [`super::parser`]), checked against
+/// `state`'s catalogs.
+pub fn maintenance_plan(state: &SessionState, sql: &str) -> Result<Option<LogicalPlan>> {
+    let Some(statement) = parse_maintenance(sql)? else {
+        return Ok(None);
+    };
+    let (call, schema) = match statement {
+        MaintenanceStatement::Call(call) => {
+            let procedure = procedure(&call.name)?;
+            ProcedureArgs::bind(procedure.name, procedure.params, call.args)?;
+            ProcedureContext::new(state, call.catalog.as_deref())?;
+            (true, (procedure.output)())
+        }
+        MaintenanceStatement::Ref(_) => (false, count_schema()),
+    };
+    Ok(Some(LogicalPlan::Extension(Extension {
+        node: Arc::new(MaintenanceNode {
+            sql: sql.to_string(),
+            call,
+            schema: Arc::new(DFSchema::try_from(schema)?),
+        }),
+    })))
+}
+
+/// The maintenance node of a plan, if it is one.
+pub fn as_maintenance(plan: &LogicalPlan) -> Option<&MaintenanceNode> {
+    match plan {
+        LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<MaintenanceNode>(),
+        _ => None,
+    }
+}
+
+/// Plans [`MaintenanceNode`]s as [`MaintenanceExec`]s.
+#[derive(Debug, Default)]
+pub struct MaintenancePlanner;
+
+#[async_trait]
+impl ExtensionPlanner for MaintenancePlanner {
+    async fn plan_extension(
+        &self,
+        _planner: &dyn PhysicalPlanner,
+        node: &dyn UserDefinedLogicalNode,
+        _logical_inputs: &[&LogicalPlan],
+        _physical_inputs: &[Arc<dyn ExecutionPlan>],
+        session_state: &SessionState,
+    ) -> DFResult<Option<Arc<dyn ExecutionPlan>>> {
+        let Some(node) = node.as_any().downcast_ref::<MaintenanceNode>() else {
+            return Ok(None);
+        };
+        Ok(Some(Arc::new(MaintenanceExec::new(
+            node.sql.clone(),
+            Arc::clone(node.schema.inner()),
+            session_state.clone(),
+        ))))
+    }
+}
+
+/// Runs a maintenance statement when executed, against the catalogs of the session that
+/// planned it.
+pub struct MaintenanceExec {
+    sql: String,
+    state: SessionState,
+    properties: Arc<PlanProperties>,
+}
+
+impl fmt::Debug for MaintenanceExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MaintenanceExec")
+            .field("sql", &self.sql)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MaintenanceExec {
+    fn new(sql: String, schema: SchemaRef, state: SessionState) -> Self {
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        ));
+        Self {
+            sql,
+            state,
+            properties,
+        }
+    }
+}
+
+impl DisplayAs for MaintenanceExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MaintenanceExec: {}", self.sql)
+    }
+}
+
+impl ExecutionPlan for MaintenanceExec {
+    fn name(&self) -> &str {
+        "MaintenanceExec"
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> DFResult<SendableRecordBatchStream> {
+        if partition != 0 {
+            return Err(DataFusionError::Internal(format!(
+                "MaintenanceExec has one partition, not {partition}"
+            )));
+        }
+        let sql = self.sql.clone();
+        let state = self.state.clone();
+        let schema = self.schema();
+        let stream = futures::stream::once(async move {
+            let batch = run_statement(&state, &sql).await?;
+            Ok(batch)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+    }
+}
+
+/// Parses and runs a maintenance statement.
+async fn run_statement(state: &SessionState, sql: &str) -> Result<RecordBatch> {
+    match parse_maintenance(sql)? {
+        Some(MaintenanceStatement::Call(call)) => {
+            let procedure = procedure(&call.name)?;
+            let args = ProcedureArgs::bind(procedure.name, procedure.params, call.args)?;
+            let ctx = ProcedureContext::new(state, call.catalog.as_deref())?;
+            let batch = (procedure.run)(&ctx, args).await?;
+            if batch.schema() != (procedure.output)() {
+                return Err(Error::InvalidArgument(format!(
+                    "procedure {}: its rows do not match its declared output",
+                    procedure.name
+                )));
+            }
+            Ok(batch)
+        }
+        Some(MaintenanceStatement::Ref(statement)) => {
+            execute_ref_statement(state, statement).await?;
+            Ok(RecordBatch::try_new(
+                count_schema(),
+                vec![Arc::new(UInt64Array::from(vec![0u64]))],
+            )?)
+        }
+        None => Err(Error::InvalidArgument(format!(
+            "not a maintenance statement: {sql}"
+        ))),
+    }
+}

@@ -161,6 +161,12 @@ impl IcebergTableProvider {
         }
     }
 
+    /// Whether an INSERT into this table is an upsert ([`Self::upsert`], or the table's
+    /// `write.upsert.enabled`).
+    pub fn upserts(&self) -> bool {
+        self.upsert || upsert_enabled(self.table.metadata())
+    }
+
     /// The Iceberg schema of the snapshot read.
     pub fn iceberg_schema(&self) -> &iceberg::spec::SchemaRef {
         &self.resolved.schema
@@ -324,7 +330,7 @@ impl TableProvider for IcebergTableProvider {
             }
         };
         let metadata = self.table.metadata();
-        let upsert = self.upsert || upsert_enabled(metadata);
+        let upsert = self.upserts();
         let mode = match mode {
             WriteMode::Append if upsert => WriteMode::Upsert,
             WriteMode::OverwritePartitions if upsert => {

@@ -1,4 +1,5 @@
-//! [`IcebergCommitExec`]: gathers the written data files and commits them as one snapshot.
+//! [`IcebergCommitExec`]: gathers the written data files and commits them as one snapshot (with
+//! the equality-delete files of an upsert: one `overwrite`, as Flink's upsert commits a row delta).
 
 use std::any::Any;
 use std::fmt;
@@ -10,12 +11,12 @@ use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::TryStreamExt;
-use iceberg::spec::{DataFile, deserialize_data_file_from_json};
+use iceberg::spec::{DataContentType, DataFile, deserialize_data_file_from_json};
 
 use super::count::count_properties;
 use super::write_exec::DATA_FILE_COLUMN;
 use crate::catalog::{Catalog, LoadedTable};
-use crate::commit::{Removal, SnapshotChange, commit_snapshot};
+use crate::commit::{DeleteFile, Removal, SnapshotChange, commit_snapshot};
 use crate::error::Error;
 use crate::write::data_file_writer::WriteSettings;
 
@@ -24,6 +25,9 @@ use crate::write::data_file_writer::WriteSettings;
 pub enum WriteMode {
     /// `INSERT INTO`: keeps them.
     Append,
+    /// `INSERT INTO` a table that upserts: replaces the rows with the keys written (the writer
+    /// adds equality-delete files, see [`crate::write::upsert`]).
+    Upsert,
     /// `INSERT OVERWRITE`, dynamic as in Spark: replaces the partitions the new rows are in (all
     /// rows of an unpartitioned table, even when nothing is written).
     OverwritePartitions,
@@ -34,7 +38,7 @@ impl WriteMode {
     fn removal(self, table: &LoadedTable, files: &[DataFile]) -> Removal {
         let spec = table.metadata().default_partition_spec();
         match self {
-            Self::Append => Removal::Nothing,
+            Self::Append | Self::Upsert => Removal::Nothing,
             Self::OverwritePartitions if spec.is_unpartitioned() => Removal::Everything,
             Self::OverwritePartitions => Removal::Partitions(
                 files
@@ -84,6 +88,7 @@ impl DisplayAs for IcebergCommitExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let operation = match self.mode {
             WriteMode::Append => "append",
+            WriteMode::Upsert => "upsert",
             WriteMode::OverwritePartitions => "overwrite-partitions",
         };
         write!(
@@ -157,8 +162,16 @@ impl ExecutionPlan for IcebergCommitExec {
             let mut abandon_on_drop = tracker.abandon_on_drop(table.io());
             let result: DFResult<u64> = async {
                 let batches: Vec<RecordBatch> = input.try_collect().await?;
-                let files = read_data_files(&table, &batches)?;
+                let (files, deletes): (Vec<DataFile>, Vec<DataFile>) =
+                    read_data_files(&table, &batches)?
+                        .into_iter()
+                        .partition(|f| f.content_type() == DataContentType::Data);
                 let rows: u64 = files.iter().map(DataFile::record_count).sum();
+                let spec_id = table.metadata().default_partition_spec_id();
+                let added_deletes: Vec<DeleteFile> = deletes
+                    .into_iter()
+                    .map(|file| DeleteFile { spec_id, file })
+                    .collect();
                 let removal = mode.removal(&table, &files);
                 let nothing_to_remove =
                     removal.is_nothing() || table.metadata().current_snapshot().is_none();
@@ -166,6 +179,7 @@ impl ExecutionPlan for IcebergCommitExec {
                 if !(files.is_empty() && nothing_to_remove) {
                     let change = SnapshotChange {
                         added: files,
+                        added_deletes,
                         removal,
                         ..SnapshotChange::default()
                     };

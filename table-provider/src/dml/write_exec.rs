@@ -1,4 +1,6 @@
-//! [`IcebergWriteExec`]: writes each input partition's rows as data files.
+//! [`IcebergWriteExec`]: writes each input partition's rows as data files (and, for an upsert,
+//! the equality-delete files of their keys: rows hash-distributed on the key, each writer task's
+//! rows reduced to each key's last row, see [`crate::write::upsert`]).
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -10,11 +12,12 @@ use arrow::array::{RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_expr::EquivalenceProperties;
+use datafusion::physical_expr::expressions::Column;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, execute_input_stream};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+    DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, Partitioning, PlanProperties,
 };
 use futures::StreamExt;
 use iceberg::spec::{FormatVersion, StructType, serialize_data_file_to_json};
@@ -22,6 +25,7 @@ use iceberg::spec::{FormatVersion, StructType, serialize_data_file_to_json};
 use crate::error::Error;
 use crate::io::TableIo;
 use crate::write::data_file_writer::{RollingFileWriter, WriteSettings};
+use crate::write::equality_deletes::{EqualityDeleteSettings, write_equality_deletes};
 use crate::write::partitioner::Partitioner;
 use crate::write::tracker::WriteTracker;
 
@@ -36,6 +40,8 @@ pub struct IcebergWriteExec {
     io: TableIo,
     partition_type: StructType,
     format_version: FormatVersion,
+    /// For an upsert: the equality deletes written with the rows.
+    upsert: Option<Arc<EqualityDeleteSettings>>,
     properties: Arc<PlanProperties>,
 }
 
@@ -66,8 +72,16 @@ impl IcebergWriteExec {
             io,
             partition_type,
             format_version,
+            upsert: None,
             properties,
         }
+    }
+
+    /// The same write as an upsert: rows distributed by key, each key's last row written, and
+    /// the keys written as equality-delete files.
+    pub fn with_upsert(mut self, upsert: Arc<EqualityDeleteSettings>) -> Self {
+        self.upsert = Some(upsert);
+        self
     }
 }
 
@@ -75,8 +89,9 @@ impl DisplayAs for IcebergWriteExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "IcebergWriteExec: spec={}",
-            self.settings.spec().spec_id()
+            "IcebergWriteExec: spec={}{}",
+            self.settings.spec().spec_id(),
+            if self.upsert.is_some() { " upsert" } else { "" }
         )
     }
 }
@@ -102,6 +117,21 @@ impl ExecutionPlan for IcebergWriteExec {
         vec![false]
     }
 
+    fn required_input_distribution(&self) -> Vec<Distribution> {
+        let Some(upsert) = &self.upsert else {
+            return vec![Distribution::UnspecifiedDistribution];
+        };
+        // Every row of one key reaches the same writer task (in its input partition's order).
+        let schema = self.input.schema();
+        let keys: Vec<Arc<dyn PhysicalExpr>> = upsert
+            .keys()
+            .columns()
+            .iter()
+            .map(|&i| Arc::new(Column::new(schema.field(i).name(), i)) as Arc<dyn PhysicalExpr>)
+            .collect();
+        vec![Distribution::HashPartitioned(keys)]
+    }
+
     fn with_new_children(
         self: Arc<Self>,
         mut children: Vec<Arc<dyn ExecutionPlan>>,
@@ -109,13 +139,15 @@ impl ExecutionPlan for IcebergWriteExec {
         let input = children
             .pop()
             .ok_or_else(|| DataFusionError::Internal("IcebergWriteExec needs an input".into()))?;
-        Ok(Arc::new(Self::new(
+        let mut node = Self::new(
             input,
             Arc::clone(&self.settings),
             self.io.clone(),
             self.partition_type.clone(),
             self.format_version,
-        )))
+        );
+        node.upsert = self.upsert.clone();
+        Ok(Arc::new(node))
     }
 
     fn execute(
@@ -134,6 +166,7 @@ impl ExecutionPlan for IcebergWriteExec {
         let io = self.io.clone();
         let partition_type = self.partition_type.clone();
         let format_version = self.format_version;
+        let upsert = self.upsert.clone();
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
         // The partition is written by a task of its own, which is not cancelled when this
@@ -142,7 +175,7 @@ impl ExecutionPlan for IcebergWriteExec {
         let tracker = Arc::clone(settings.tracker());
         let task = tokio::spawn(async move {
             let _running = settings.tracker().enter().await;
-            write_partition(input, &settings, &io, partition).await
+            write_partition(input, &settings, upsert.as_deref(), &io, partition).await
         });
         let stop_on_drop = StopOnDrop(Some(tracker));
         let stream = futures::stream::once(async move {
@@ -189,13 +222,20 @@ impl Drop for StopOnDrop {
 async fn write_partition(
     input: SendableRecordBatchStream,
     settings: &Arc<WriteSettings>,
+    upsert: Option<&EqualityDeleteSettings>,
     io: &TableIo,
     task: usize,
 ) -> DFResult<Vec<iceberg::spec::DataFile>> {
     let mut writers: HashMap<Vec<u8>, RollingFileWriter> = HashMap::new();
-    match write_batches(input, settings, io, task, &mut writers).await {
+    let mut files = Vec::new();
+    let written = match upsert {
+        None => write_batches(input, settings, io, task, &mut writers).await,
+        Some(upsert) => {
+            write_upsert(input, settings, upsert, io, task, &mut writers, &mut files).await
+        }
+    };
+    match written {
         Ok(()) => {
-            let mut files = Vec::new();
             let mut writers = writers.into_values();
             while let Some(writer) = writers.next() {
                 match writer.close().await {
@@ -219,6 +259,88 @@ async fn write_partition(
     }
 }
 
+/// Writes the partition's rows as an upsert: all of them gathered, each key's last row kept and
+/// written as [`write_batches`] writes, and each table partition's keys written as one
+/// equality-delete file (added to `deletes`).
+async fn write_upsert(
+    mut input: SendableRecordBatchStream,
+    settings: &Arc<WriteSettings>,
+    upsert: &EqualityDeleteSettings,
+    io: &TableIo,
+    task: usize,
+    writers: &mut HashMap<Vec<u8>, RollingFileWriter>,
+    deletes: &mut Vec<iceberg::spec::DataFile>,
+) -> DFResult<()> {
+    let tracker = settings.tracker();
+    let schema = settings.arrow_schema();
+    let mut batches = Vec::new();
+    while let Some(batch) = input.next().await {
+        if tracker.is_stopped() {
+            return Err(stopped());
+        }
+        batches.push(conform(settings, &batch?)?);
+    }
+    let Some(rows) = upsert.keys().keep_last(schema, &batches)? else {
+        return Ok(());
+    };
+    drop(batches);
+    let partitioner = Partitioner::new(settings.schema(), settings.spec(), schema)?;
+    for (count, slice) in partitioner.split(&rows)?.into_iter().enumerate() {
+        if tracker.is_stopped() {
+            return Err(stopped());
+        }
+        let writer = match writers.entry(slice.key) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(RollingFileWriter::new(
+                Arc::clone(settings),
+                io.clone(),
+                slice.values.clone(),
+                task,
+            )?),
+        };
+        writer.write(&slice.batch).await?;
+        deletes.push(
+            write_equality_deletes(
+                settings,
+                upsert,
+                io,
+                &slice.values,
+                &slice.batch,
+                task,
+                count + 1,
+            )
+            .await?,
+        );
+    }
+    Ok(())
+}
+
+/// `batch` in the writer's Arrow schema (DataFusion's casts to the table's types drop field ids
+/// and may choose another physical type).
+fn conform(settings: &WriteSettings, batch: &RecordBatch) -> DFResult<RecordBatch> {
+    let schema = settings.arrow_schema();
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| {
+            if column.data_type() == field.data_type() {
+                Ok(Arc::clone(column))
+            } else {
+                arrow::compute::cast(column, field.data_type())
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
+}
+
+/// The error of a write stopped from outside.
+fn stopped() -> DataFusionError {
+    DataFusionError::Execution(
+        "the write was stopped: another part of the statement failed or it was cancelled".into(),
+    )
+}
+
 /// Writes the partition's batches through one rolling writer per table partition.
 async fn write_batches(
     mut input: SendableRecordBatchStream,
@@ -232,10 +354,7 @@ async fn write_batches(
     let tracker = settings.tracker();
     while let Some(batch) = input.next().await {
         if tracker.is_stopped() {
-            return Err(DataFusionError::Execution(
-                "the write was stopped: another part of the statement failed or it was cancelled"
-                    .into(),
-            ));
+            return Err(stopped());
         }
         let batch = batch?;
         for slice in partitioner.split(&batch)? {

@@ -140,6 +140,26 @@ impl WriteSettings {
     pub fn arrow_schema(&self) -> &SchemaRef {
         &self.arrow_schema
     }
+
+    /// The table's name, for errors.
+    pub(crate) fn table_name(&self) -> &str {
+        &self.table
+    }
+
+    /// Where the table's files go (no trailing slash).
+    pub(crate) fn data_location(&self) -> &str {
+        &self.data_location
+    }
+
+    /// The table's metrics configuration.
+    pub(crate) fn metrics(&self) -> &MetricsConfig {
+        &self.metrics
+    }
+
+    /// This write's id, part of every file name it writes.
+    pub(crate) fn write_id(&self) -> Uuid {
+        self.write_id
+    }
 }
 
 /// `write.parquet.compression-codec` (and `-level`) as Parquet compression.

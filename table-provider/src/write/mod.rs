@@ -5,6 +5,10 @@
 //!   with the metrics and `referenced_data_file` Iceberg Java writes.
 //! - [`deletion_vector`]: deletion vectors (format 3): `deletion-vector-v1` blobs in one Puffin
 //!   file, one per data file.
+//! - [`equality_deletes`]: equality-delete files on a table's key columns, as Java's
+//!   `EqualityDeleteWriter` writes them for Flink's upserts.
+//! - [`upsert`]: upserts (identifier fields + `write.upsert.enabled`): the key, the checks, a
+//!   statement's duplicate keys reduced to their last row.
 //! - [`metrics`]: exact column metrics from the Arrow data (counts, NaN counts, bounds truncated
 //!   as Iceberg Java truncates them), honouring the table's metrics configuration.
 //! - [`partition_path`]: the partition directory of a data file, spelt as Iceberg Java spells it
@@ -15,8 +19,10 @@
 
 pub mod data_file_writer;
 pub mod deletion_vector;
+pub mod equality_deletes;
 pub mod metrics;
 pub mod partition_path;
 pub mod partitioner;
 pub mod position_deletes;
 pub mod tracker;
+pub mod upsert;

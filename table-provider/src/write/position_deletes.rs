@@ -217,7 +217,7 @@ pub async fn write_position_deletes(
 
 /// The Parquet settings of a table's delete files: `write.delete.parquet.*`, else
 /// `write.parquet.*`, else Java's defaults.
-fn writer_properties(table: &str, metadata: &TableMetadata) -> Result<WriterProperties> {
+pub(crate) fn writer_properties(table: &str, metadata: &TableMetadata) -> Result<WriterProperties> {
     let props = metadata.properties();
     let get = |key: &'static str| -> Option<(&'static str, &str)> {
         props

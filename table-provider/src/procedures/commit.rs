@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 #[derive(Debug)]
 pub enum Change<T> {
     /// Commit this metadata; return the value.
-    Commit(TableMetadata, T),
+    Commit(Box<TableMetadata>, T),
     /// Nothing changes; return the value.
     Unchanged(T),
 }
@@ -40,7 +40,7 @@ where
         attempt += 1;
         let (metadata, value) = match change(&table)? {
             Change::Unchanged(value) => return Ok((table, value)),
-            Change::Commit(metadata, value) => (metadata, value),
+            Change::Commit(metadata, value) => (*metadata, value),
         };
         match catalog.commit_table(&table, metadata).await {
             Ok(committed) => return Ok((committed, value)),

@@ -16,7 +16,10 @@
 //! - [`plan`]: the plan node and exec.
 //! - [`commit`]: the commit loop of a metadata-only change.
 //! - [`refs`]: `CREATE / REPLACE / DROP BRANCH / TAG`.
-//! - one file per procedure: [`rollback_to_snapshot`], [`set_current_snapshot`].
+//! - [`reachable`]: the files a table's snapshots reach (what expiry and orphan removal
+//!   compare).
+//! - one file per procedure: [`rollback_to_snapshot`], [`set_current_snapshot`],
+//!   [`expire_snapshots`], [`remove_orphan_files`].
 //!
 //! Adding a procedure: a file with `pub const PROCEDURE: Procedure` (its name, parameters,
 //! output schema and `run` function) and one line in [`PROCEDURES`].
@@ -24,9 +27,12 @@
 pub mod args;
 pub mod commit;
 pub mod context;
+pub mod expire_snapshots;
 pub mod parser;
 pub mod plan;
+pub mod reachable;
 pub mod refs;
+pub mod remove_orphan_files;
 pub mod rollback_to_snapshot;
 pub mod set_current_snapshot;
 
@@ -71,6 +77,8 @@ impl std::fmt::Debug for Procedure {
 pub const PROCEDURES: &[Procedure] = &[
     rollback_to_snapshot::PROCEDURE,
     set_current_snapshot::PROCEDURE,
+    expire_snapshots::PROCEDURE,
+    remove_orphan_files::PROCEDURE,
 ];
 
 /// The procedure called `name` (case-insensitive).

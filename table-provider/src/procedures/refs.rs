@@ -57,7 +57,7 @@ pub async fn execute_ref_statement(state: &SessionState, statement: RefStatement
                     )));
                 }
                 let updated = builder(table).remove_ref(name).build()?.metadata;
-                Ok(Change::Commit(updated, ()))
+                Ok(Change::Commit(Box::new(updated), ()))
             }
             RefAction::Create {
                 create,
@@ -130,7 +130,7 @@ pub async fn execute_ref_statement(state: &SessionState, statement: RefStatement
                     return Ok(Change::Unchanged(()));
                 }
                 let updated = builder(table).set_ref(name, reference)?.build()?.metadata;
-                Ok(Change::Commit(updated, ()))
+                Ok(Change::Commit(Box::new(updated), ()))
             }
         }
     })

@@ -106,7 +106,7 @@ pub(super) fn set_main(
         .set_ref(MAIN_BRANCH, SnapshotReference::new(target, retention))?
         .build()?
         .metadata;
-    Ok(Change::Commit(updated, (previous, target)))
+    Ok(Change::Commit(Box::new(updated), (previous, target)))
 }
 
 /// A metadata builder over `table`'s metadata (recording its file in the metadata log).

@@ -15,7 +15,7 @@ use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 
 use crate::ddl::DdlPlanner;
 use crate::procedures::MaintenancePlanner;
-use crate::row_level::DeletePlanner;
+use crate::row_level::{DeletePlanner, MergePlanner};
 
 /// The query planner of a Petrel session.
 #[derive(Debug, Default)]
@@ -31,6 +31,7 @@ impl QueryPlanner for PetrelQueryPlanner {
         DefaultPhysicalPlanner::with_extension_planners(vec![
             Arc::new(DdlPlanner),
             Arc::new(DeletePlanner),
+            Arc::new(MergePlanner),
             Arc::new(MaintenancePlanner),
         ])
         .create_physical_plan(logical_plan, session_state)

@@ -1,6 +1,7 @@
 //! Statements Petrel plans itself, before DataFusion's SQL planner sees the text (DataFusion
 //! cannot parse or plan them): Spark's DDL for Iceberg tables ([`crate::ddl`]), `CALL`
-//! procedures and branch / tag statements ([`crate::procedures`]); MERGE INTO joins here. Each
+//! procedures and branch / tag statements ([`crate::procedures`]), `MERGE INTO` and `EXPLAIN
+//! MERGE` ([`crate::row_level::merge_plan`]). Each
 //! becomes a `LogicalPlan` whose execution runs the statement, so it runs where any statement
 //! runs: once, when executed, never while planned, prepared or explained.
 //!
@@ -15,6 +16,7 @@ use datafusion::logical_expr::LogicalPlan;
 use crate::ddl::{as_ddl, ddl_plan};
 use crate::error::Result;
 use crate::procedures::{as_maintenance, maintenance_plan};
+use crate::row_level::{as_merge, merge_plan};
 
 /// The plan of `sql` if it is a statement Petrel plans itself (see the module docs), planned
 /// against `state`'s catalogs; `None` for anything DataFusion plans.
@@ -25,13 +27,18 @@ pub async fn plan_statement(state: &SessionState, sql: &str) -> Result<Option<Lo
     if let Some(plan) = maintenance_plan(state, sql)? {
         return Ok(Some(plan));
     }
+    if let Some(plan) = merge_plan(state, sql).await? {
+        return Ok(Some(plan));
+    }
     Ok(None)
 }
 
 /// Whether `plan` is one of the writes [`plan_statement`] plans (DDL and the like), which run
 /// once and only through a write path.
 pub fn is_petrel_write(plan: &LogicalPlan) -> bool {
-    as_ddl(plan).is_some() || as_maintenance(plan).is_some_and(|m| !m.is_call())
+    as_ddl(plan).is_some()
+        || as_merge(plan).is_some()
+        || as_maintenance(plan).is_some_and(|m| !m.is_call())
 }
 
 /// Whether `plan` is a `CALL` of a procedure: it changes tables but returns rows, so it runs

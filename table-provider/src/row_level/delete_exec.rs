@@ -293,7 +293,7 @@ pub(super) async fn delete_positions(
 }
 
 /// Commits `change`; on a failure whose outcome is known, deletes the files it `written`.
-async fn commit_or_clean_up(
+pub(super) async fn commit_or_clean_up(
     catalog: &dyn Catalog,
     table: &LoadedTable,
     change: SnapshotChange,

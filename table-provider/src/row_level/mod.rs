@@ -40,12 +40,21 @@
 mod copy_on_write;
 mod delete_exec;
 mod delete_node;
+mod merge_exec;
+mod merge_node;
+mod merge_parse;
+mod merge_plan;
+mod merge_rows;
 mod position_columns;
 mod rule;
 mod targets;
 mod update_exec;
+mod write_rows;
 
 pub use delete_exec::IcebergDeleteExec;
 pub use delete_node::{DeleteNode, DeletePlanner, RowLevelOp, as_delete};
+pub use merge_exec::IcebergMergeExec;
+pub use merge_node::{MergeNode, MergePlanner, as_merge};
+pub use merge_plan::merge_plan;
 pub use rule::RowLevelDml;
 pub use update_exec::IcebergUpdateExec;

@@ -3,7 +3,7 @@
 //!
 //! The input (new values, then each row's file path and position) streams through
 //! `PositionColumnsExec`, which records the positions and passes the new rows on to the table's
-//! writers (`IcebergWriteExec`, in parallel); the positions then become deletes as for DELETE,
+//! writers (`write_rows`, in parallel); the positions then become deletes as for DELETE,
 //! in the table's `write.update.mode` (merge-on-read: delete files; copy-on-write: the old files
 //! rewritten without those rows), committed with the new data files as one `overwrite`.
 
@@ -15,21 +15,16 @@ use arrow::array::{RecordBatch, UInt64Array};
 use datafusion::catalog::TableProvider;
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
-use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
-use futures::TryStreamExt;
-use iceberg::spec::DataFile;
 use roaring::RoaringTreemap;
 
 use super::delete_exec::{delete_positions, row_level_mode};
 use super::position_columns::{PositionColumnsExec, PositionUse, Positions};
+use super::write_rows::write_rows;
 use crate::catalog::Catalog;
 use crate::dml::count_properties;
-use crate::dml::{IcebergWriteExec, read_data_files};
-use crate::error::Error;
 use crate::provider::IcebergTableProvider;
-use crate::write::data_file_writer::WriteSettings;
 
 /// The table property naming UPDATE's mode.
 const UPDATE_MODE: &str = "write.update.mode";
@@ -121,58 +116,16 @@ impl ExecutionPlan for IcebergUpdateExec {
         }
         let provider = Arc::clone(&self.provider);
         let catalog = Arc::clone(&self.catalog);
-        let table = provider.table().clone();
-        let name = table.ident().to_string();
-        let metadata = table.metadata();
-        if metadata.current_schema_id() != provider.iceberg_schema().schema_id() {
-            return Err(Error::Unsupported {
-                table: name,
-                message: "the table's schema changed since it was loaded; run the statement \
-                          again"
-                    .into(),
-            }
-            .into());
-        }
-        let arrow_schema = provider.schema();
         let positions: Arc<Mutex<Positions>> = Arc::default();
         let tap: Arc<dyn ExecutionPlan> = Arc::new(PositionColumnsExec::new(
             Arc::clone(&self.input),
             PositionUse::Record(Arc::clone(&positions)),
-            Arc::clone(&arrow_schema),
+            provider.schema(),
         ));
-        let settings = Arc::new(WriteSettings::new(name, metadata, arrow_schema)?);
-        let partition_type = settings
-            .spec()
-            .partition_type(settings.schema())
-            .map_err(Error::from)?;
-        let write: Arc<dyn ExecutionPlan> = Arc::new(IcebergWriteExec::new(
-            tap,
-            Arc::clone(&settings),
-            table.io().clone(),
-            partition_type,
-            metadata.format_version(),
-        ));
-        let gathered = Arc::new(CoalescePartitionsExec::new(write));
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
         let stream = futures::stream::once(async move {
-            let mut abandon_on_drop = settings.tracker().abandon_on_drop(table.io());
-            let written: DFResult<Vec<DataFile>> = async {
-                let batches: Vec<RecordBatch> = gathered
-                    .execute(0, Arc::clone(&context))?
-                    .try_collect()
-                    .await?;
-                read_data_files(&table, &batches)
-            }
-            .await;
-            abandon_on_drop.disarm();
-            let new_rows = match written {
-                Ok(files) => files,
-                Err(e) => {
-                    settings.tracker().abandon(table.io()).await;
-                    return Err(e);
-                }
-            };
+            let new_rows = write_rows(&provider, &context, tap).await?;
             let positions =
                 std::mem::take(&mut *positions.lock().unwrap_or_else(PoisonError::into_inner));
             let updated: u64 = positions.values().map(RoaringTreemap::len).sum();

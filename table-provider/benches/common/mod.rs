@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod timing;
+
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;

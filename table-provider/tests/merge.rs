@@ -3,7 +3,7 @@
 //! filesystem and a SQL catalog: updates, deletes and inserts in one statement with
 //! conditional clauses taken in order, `UPDATE SET *` / `INSERT *` by name from a subquery,
 //! WHEN MATCHED only, WHEN NOT MATCHED only (an append, also into a table without
-//! snapshots), a target row matched twice (an error, nothing committed), a MERGE that changes
+//! snapshots), WHEN NOT MATCHED BY SOURCE, a target row matched twice (an error, nothing committed), a MERGE that changes
 //! nothing (no snapshot) and `EXPLAIN MERGE` (explained, not run). Every result is compared
 //! with a model computed here; then Spark 3.5 + Iceberg 1.10, PyIceberg and DuckDB read every
 //! table back, with the snapshot operations and delete files each mode writes.
@@ -437,6 +437,29 @@ async fn merges_follow_spark_semantics() {
         rows(&ctx, "iceberg.db.merge_fresh").await,
         model_rows(&fresh)
     );
+    // WHEN NOT MATCHED BY SOURCE: the target rows no source row matches, clauses in order.
+    let n = write_count(
+        &ctx,
+        "MERGE INTO iceberg.db.merge_fresh t USING (SELECT * FROM iceberg.db.src \
+         WHERE op = 'delete' OR id = 2) s ON t.id = s.id \
+         WHEN MATCHED THEN UPDATE SET region = 'm' \
+         WHEN NOT MATCHED BY SOURCE AND t.amount > 30 THEN DELETE \
+         WHEN NOT MATCHED BY SOURCE THEN UPDATE SET amount = t.amount + 1",
+    )
+    .await;
+    let before = std::mem::take(&mut fresh);
+    for (id, (region, amount)) in before {
+        if id == 2 {
+            fresh.insert(id, ("m".into(), amount));
+        } else if amount.is_none_or(|a| a <= 30) {
+            fresh.insert(id, (region, amount.map(|a| a + 1)));
+        }
+    }
+    assert_eq!(n, 7);
+    assert_eq!(
+        rows(&ctx, "iceberg.db.merge_fresh").await,
+        model_rows(&fresh)
+    );
 
     // Spark, PyIceberg and DuckDB read every table as the model says.
     let specs: Vec<String> = TARGETS
@@ -467,7 +490,7 @@ async fn merges_follow_spark_semantics() {
         .iter()
         .map(|s| s["operation"].as_str().expect("operation"))
         .collect();
-    assert_eq!(operations, ["append"]);
+    assert_eq!(operations, ["append", "overwrite"]);
     for (table, (model, target)) in &models {
         let t = &seen[*table];
         assert_eq!(

@@ -37,6 +37,8 @@
 //! - [`dml`]: `INSERT` as DataFusion plans: parallel writer partitions under one commit.
 //! - [`commit`]: Petrel's snapshot producer (appends), writing through its own IO.
 //! - [`write`]: what writers compute per data file: column metrics, partition paths.
+//! - [`maintenance`]: Spark's maintenance procedures as functions (`rewrite_data_files`,
+//!   `rewrite_position_delete_files`).
 //! - [`error`]: one error type with table / snapshot / file context.
 //! - [`cache_stats`]: hit / miss counts and sizes of the manifest and delete-file caches.
 
@@ -48,6 +50,7 @@ pub mod deletes;
 pub mod dml;
 pub mod error;
 pub mod io;
+pub mod maintenance;
 pub mod nested_values;
 pub mod plan;
 pub mod procedures;

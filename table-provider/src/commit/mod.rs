@@ -15,7 +15,8 @@
 //!   files in new manifests, the parent's manifests carried over or rewritten, the manifest list
 //!   and the new table metadata (row lineage in format 3).
 //! - [`retry`]: the commit loop: atomic swap through the catalog, retried on conflict.
-//! - [`validation`]: a row delta's conflict checks against the commits made since it read.
+//! - [`validation`]: a row delta's and a compaction's conflict checks against the commits made
+//!   since they read.
 
 pub mod avro_out;
 pub mod producer;
@@ -24,7 +25,7 @@ pub mod retry;
 pub mod summary;
 pub mod validation;
 
-pub use producer::{DeleteFile, SnapshotAttempt, SnapshotChange, SnapshotProducer};
+pub use producer::{DeleteFile, Rewrite, SnapshotAttempt, SnapshotChange, SnapshotProducer};
 pub use removal::{FileKey, Removal};
 pub use retry::{CommitOutcome, RetryPolicy, commit_snapshot};
 pub use validation::RowDeltaCheck;

@@ -32,7 +32,7 @@ use uuid::Uuid;
 use super::avro_out::{BufferWrite, MemoryOutput};
 use super::removal::{Removal, RemovedFile, filter_manifests};
 use super::summary::{AddedFiles, is_deletion_vector, snapshot_summary};
-use super::validation::{RowDeltaCheck, validate_row_delta};
+use super::validation::{RowDeltaCheck, validate_rewrite, validate_row_delta};
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 
@@ -50,6 +50,28 @@ pub struct SnapshotChange {
     /// For a row delta: what it read, checked against the commits made since before each
     /// attempt ([`validate_row_delta`]).
     pub row_delta_check: Option<RowDeltaCheck>,
+    /// For a compaction: operation `replace`, the new data files' data sequence number and
+    /// what it read (checked before each attempt by [`validate_rewrite`]).
+    pub rewrite: Option<Rewrite>,
+}
+
+/// A compaction (`rewrite_data_files`), as Java's `RewriteFiles` with `dataSequenceNumber`: the
+/// new data files hold the rows of the files it replaces, with every delete that applied to
+/// them at the snapshot read already applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewrite {
+    /// The snapshot read and the data files replaced. Before each attempt no replaced file may
+    /// have been removed, nor a position delete that may apply to one added, since;
+    /// equality deletes added since are no conflict: they still apply to the new files (see
+    /// `data_sequence_number`).
+    pub read: RowDeltaCheck,
+    /// The data sequence number of the snapshot read, given to the new data files. Equality
+    /// deletes apply to data files with a smaller data sequence number, so the new files stay
+    /// under the equality deletes committed after the snapshot read (their rows were read
+    /// without them), and the ones the rewrite applied (at most this number) no longer match
+    /// them. With the commit's own, larger number a concurrent equality delete would silently
+    /// stop applying to the rewritten rows.
+    pub data_sequence_number: i64,
 }
 
 /// A delete file to add, with the partition spec it was written for: the spec of the data files
@@ -75,9 +97,12 @@ impl SnapshotChange {
     /// The operation recorded in the snapshot summary, as Java's producers record it: `delete`
     /// when delete files are added without data files (a merge-on-read DELETE, the delete files
     /// it replaces removed), `overwrite` when data files are added with deletes (UPDATE, MERGE)
-    /// or files are removed (INSERT OVERWRITE, copy-on-write), `append` otherwise.
+    /// or files are removed (INSERT OVERWRITE, copy-on-write), `replace` for a compaction,
+    /// `append` otherwise.
     pub fn operation(&self) -> Operation {
-        if !self.added_deletes.is_empty() {
+        if self.rewrite.is_some() {
+            Operation::Replace
+        } else if !self.added_deletes.is_empty() {
             if self.added.is_empty() {
                 Operation::Delete
             } else {
@@ -100,6 +125,7 @@ pub struct SnapshotProducer {
     added: AddedFiles,
     removal: Removal,
     row_delta_check: Option<RowDeltaCheck>,
+    rewrite_check: Option<RowDeltaCheck>,
     operation: Operation,
 }
 
@@ -122,7 +148,11 @@ impl SnapshotProducer {
             added_deletes: deletes,
             removal,
             row_delta_check,
+            rewrite,
         } = change;
+        let data_sequence_number = rewrite
+            .as_ref()
+            .map_or(UNASSIGNED_SEQUENCE_NUMBER, |r| r.data_sequence_number);
         let metadata = base.metadata();
         let table = base.ident().to_string();
         let unsupported = |message: String| Error::Unsupported {
@@ -154,7 +184,7 @@ impl SnapshotProducer {
                 _ => builder.build_v2_data(),
             };
             for file in files {
-                writer.add_file(file, UNASSIGNED_SEQUENCE_NUMBER)?;
+                writer.add_file(file, data_sequence_number)?;
             }
             let manifest = writer.write_manifest_file().await?;
             base.io().create(&location, output.bytes().await?).await?;
@@ -183,6 +213,7 @@ impl SnapshotProducer {
             added,
             removal,
             row_delta_check,
+            rewrite_check: rewrite.map(|r| r.read),
             operation,
         })
     }
@@ -211,6 +242,9 @@ impl SnapshotProducer {
         }
         if let Some(check) = &self.row_delta_check {
             validate_row_delta(base, check).await?;
+        }
+        if let Some(check) = &self.rewrite_check {
+            validate_rewrite(base, check).await?;
         }
         let parent = metadata.snapshot_for_ref(MAIN_BRANCH);
         let mut carried = Vec::new();

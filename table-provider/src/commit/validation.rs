@@ -15,6 +15,10 @@
 //! read a snapshot does not delete rows added after it (snapshot isolation for new data; Java's
 //! serializable check of new data against the DELETE's filter is not done yet).
 //!
+//! A compaction (`validate_rewrite`, Java's `BaseRewriteFiles`) gets the same checks for the
+//! data files it replaces, except that equality deletes added since do not conflict: its new
+//! files keep the data sequence number of the snapshot read, so those deletes still apply.
+//!
 //! A failed check is [`Error::ConcurrentModification`]: the statement must be run again (it is
 //! not retried: its rows were chosen from the old snapshot).
 
@@ -39,6 +43,23 @@ pub struct RowDeltaCheck {
 
 /// Checks `base` (the table as this attempt sees it) against `check`.
 pub async fn validate_row_delta(base: &LoadedTable, check: &RowDeltaCheck) -> Result<()> {
+    validate(base, check, true).await
+}
+
+/// Checks `base` for a compaction that read `check` (Java's `BaseRewriteFiles` with a data
+/// sequence number): the same checks as a row delta's, except that equality deletes added since
+/// are no conflict, since the rewritten rows keep the data sequence number of the snapshot read
+/// and so stay under them.
+pub async fn validate_rewrite(base: &LoadedTable, check: &RowDeltaCheck) -> Result<()> {
+    validate(base, check, false).await
+}
+
+/// The checks; equality deletes added since conflict when `equality_deletes_conflict`.
+async fn validate(
+    base: &LoadedTable,
+    check: &RowDeltaCheck,
+    equality_deletes_conflict: bool,
+) -> Result<()> {
     let name = base.ident().to_string();
     let metadata = base.metadata();
     let conflict = |message: String| Error::ConcurrentModification {
@@ -68,6 +89,10 @@ pub async fn validate_row_delta(base: &LoadedTable, check: &RowDeltaCheck) -> Re
         .iter()
         .map(|p| normalize_location(p))
         .collect();
+    if wanted.is_empty() {
+        // Nothing read whose rows could change (a rewrite of delete files only).
+        return Ok(());
+    }
     for snapshot in since {
         let id = snapshot.snapshot_id();
         let operation = snapshot.summary().operation.as_str();
@@ -110,6 +135,7 @@ pub async fn validate_row_delta(base: &LoadedTable, check: &RowDeltaCheck) -> Re
                             (DataContentType::PositionDeletes, Some(referenced)) => {
                                 wanted.contains(&normalize_location(&referenced))
                             }
+                            (DataContentType::EqualityDeletes, _) => equality_deletes_conflict,
                             // Partition-scoped position deletes and equality deletes may apply.
                             _ => true,
                         };

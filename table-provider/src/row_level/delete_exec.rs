@@ -247,6 +247,7 @@ pub(super) async fn delete_positions(
                 added_deletes: vec![],
                 removal: Removal::Files(removed),
                 row_delta_check: Some(check),
+                rewrite: None,
             };
             return commit_or_clean_up(catalog, table, change, &written).await;
         }
@@ -288,6 +289,7 @@ pub(super) async fn delete_positions(
             Removal::Files(removed)
         },
         row_delta_check: Some(check),
+        rewrite: None,
     };
     commit_or_clean_up(catalog, table, change, &written).await
 }

@@ -121,6 +121,18 @@ impl WriteSettings {
         })
     }
 
+    /// These settings rolling files at `bytes` instead of the table's
+    /// `write.target-file-size-bytes` (a compaction's `target-file-size-bytes` option).
+    pub fn with_target_file_size(mut self, bytes: u64) -> Self {
+        self.target_file_size = bytes.max(1);
+        self
+    }
+
+    /// The target size files roll at.
+    pub fn target_file_size(&self) -> u64 {
+        self.target_file_size
+    }
+
     /// The files this write has started and its running writer tasks.
     pub fn tracker(&self) -> &Arc<WriteTracker> {
         &self.tracker

@@ -358,3 +358,94 @@ async fn read_only_refuses_every_write() {
         .unwrap();
     assert_eq!(n.value(0), 0);
 }
+
+/// MERGE INTO over Flight SQL: as an update command, on the query path (run once: its ticket
+/// answers the count on every fetch), a target row matched twice (Spark's error, nothing
+/// committed), and EXPLAIN MERGE (explained, not run). The table is copy-on-write (no
+/// `write.merge.mode`: Iceberg's default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_into_over_flight_sql() {
+    let warehouse = tempfile::TempDir::new().unwrap();
+    create_table(warehouse.path(), "t").await;
+    create_table(warehouse.path(), "s").await;
+    let wh = warehouse.path().to_str().unwrap();
+    let server = Petrel::start(&["--warehouse", wh, "--default-schema", "db"]);
+    let mut client = server.client().await;
+    for sql in [
+        "INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+        "INSERT INTO s VALUES (2, 'B'), (3, NULL), (4, 'd')",
+    ] {
+        assert_eq!(client.execute_update(sql.into(), None).await.unwrap(), 3);
+    }
+
+    // Clauses in order: 3 is deleted (its source name is NULL), 2 updated, 4 inserted.
+    let merged = client
+        .execute_update(
+            "MERGE INTO t USING s ON t.id = s.id \
+             WHEN MATCHED AND s.name IS NULL THEN DELETE \
+             WHEN MATCHED THEN UPDATE SET name = s.name \
+             WHEN NOT MATCHED THEN INSERT *"
+                .into(),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged, 3);
+    assert_eq!(snapshots(warehouse.path(), "t").await, 2);
+    let expected = vec![row(1, "a"), row(2, "B"), row(4, "d")];
+    assert_eq!(table_rows(&mut client, "t").await, expected);
+
+    // On the query path, from a subquery: runs once.
+    let info = client
+        .execute(
+            "MERGE INTO iceberg.db.t AS t USING (SELECT id + 10 AS id, name FROM s) src \
+             ON t.id = src.id WHEN NOT MATCHED THEN INSERT (id, name) VALUES (src.id, src.name)"
+                .into(),
+            None,
+        )
+        .await
+        .unwrap();
+    let first = fetch(&mut client, &info).await.unwrap();
+    let second = fetch(&mut client, &info).await.unwrap();
+    assert_eq!((count(&first), count(&second)), (3, 3));
+    assert_eq!(snapshots(warehouse.path(), "t").await, 3);
+    let mut expected = expected;
+    expected.extend([row(12, "B"), (13, None), row(14, "d")]);
+    assert_eq!(table_rows(&mut client, "t").await, expected);
+
+    // A target row matched by two source rows: refused, nothing committed.
+    let err = to_status(
+        client
+            .execute_update(
+                "MERGE INTO t USING (SELECT id FROM s UNION ALL SELECT id FROM s) s \
+                 ON t.id = s.id WHEN MATCHED THEN UPDATE SET name = 'x'"
+                    .into(),
+                None,
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+    assert!(
+        err.message()
+            .contains("matched a single row from the target table with multiple rows"),
+        "{err}"
+    );
+
+    // EXPLAIN MERGE explains; nothing runs.
+    let explained = query(
+        &mut client,
+        "EXPLAIN MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE",
+    )
+    .await
+    .unwrap();
+    let plans = arrow::compute::cast(explained[0].column(1), &DataType::Utf8).unwrap();
+    let plans = plans.as_any().downcast_ref::<StringArray>().unwrap();
+    let text: Vec<&str> = (0..plans.len()).map(|i| plans.value(i)).collect();
+    assert!(
+        text.iter().any(|p| p.contains("IcebergMergeExec")),
+        "{text:?}"
+    );
+    assert_eq!(snapshots(warehouse.path(), "t").await, 3);
+    assert_eq!(table_rows(&mut client, "t").await, expected);
+}

@@ -1,5 +1,5 @@
-//! Row-level writes: `DELETE FROM t WHERE …` and `UPDATE t SET … WHERE …` (MERGE to follow on
-//! the same plan).
+//! Row-level writes: `DELETE FROM t WHERE …`, `UPDATE t SET … WHERE …` and `MERGE INTO t USING
+//! s ON … WHEN …`, each over a positional scan of the target.
 //!
 //! ```text
 //! IcebergDeleteExec                    (one partition: gathers the positions, writes the
@@ -36,6 +36,15 @@
 //! deletes the old ones as DELETE does, in `write.update.mode`, all in one `overwrite`
 //! snapshot. `UPDATE … FROM` is refused. In format 3 updated rows get new row ids (Spark keeps
 //! `_row_id`; not done yet).
+//!
+//! `MERGE INTO` has no DataFusion plan to rewrite: `crate::statements` hands its text to
+//! [`merge_plan`] (`merge_parse` reads Spark's grammar, `*` forms included), which joins the
+//! source with the target's positional scan, picks each row's first WHEN clause that holds and
+//! computes its action and new values as a query; a [`MergeNode`] over it becomes an
+//! [`IcebergMergeExec`]: `MergeRowsExec` applies the actions (a target row matched by several
+//! source rows fails the statement, as in Spark), the updated and inserted rows are written
+//! (`write_rows`, shared with UPDATE and copy-on-write) and the changed rows deleted as above,
+//! in `write.merge.mode`, in one snapshot; a MERGE that only inserts is an `append`.
 
 mod copy_on_write;
 mod delete_exec;

@@ -62,6 +62,7 @@ use petrel_table_provider::{
 };
 
 mod common;
+use common::timing::{Sample, env_usize, median, percentile, timed};
 use common::{lineitem_batches, lineitem_schema};
 
 /// DataFusion's default batch size: what an `INSERT … SELECT` receives.
@@ -70,61 +71,6 @@ const BATCH_ROWS: i64 = 8_192;
 const PARTITIONS: usize = 2;
 /// The partitioned table's transform: 100 partitions over `i` (0..999).
 const TRUNCATE_WIDTH: u32 = 10;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.replace('_', "").parse().ok())
-        .unwrap_or(default)
-}
-
-/// This process's CPU time so far (user + system), from `/proc/self/stat`.
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at field 3.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15 (1-based); `after` starts at field 3.
-    let total = ticks(11) + ticks(12);
-    // USER_HZ is 100 on Linux.
-    Duration::from_millis(total * 10)
-}
-
-/// Wall and CPU time of one run.
-#[derive(Debug, Clone, Copy)]
-struct Sample {
-    wall: Duration,
-    cpu: Duration,
-}
-
-async fn timed<F: std::future::Future>(f: F) -> (F::Output, Sample) {
-    let (wall, cpu) = (Instant::now(), cpu_time());
-    let out = f.await;
-    let sample = Sample {
-        wall: wall.elapsed(),
-        cpu: cpu_time().saturating_sub(cpu),
-    };
-    (out, sample)
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    if v.is_empty() {
-        return Duration::ZERO;
-    }
-    v[v.len() / 2]
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
 
 /// The count a DML statement (INSERT, COPY) returns.
 async fn run_count(ctx: &SessionContext, sql: &str) -> u64 {

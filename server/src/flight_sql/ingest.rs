@@ -56,6 +56,15 @@
 //! metadata version of the same table, keeping its history — needs the commit loop to re-apply
 //! a schema change on retry, which it does not do yet.
 //!
+//! **Upserts.** The command option `upsert=true` (in `CommandStatementIngest.options`; `false`
+//! is the default, any other value is INVALID_ARGUMENT) makes the ingest an upsert, as a table
+//! with `write.upsert.enabled=true` makes every ingest: rows replace the table's rows with the
+//! same key (its identifier fields; a table without them is refused), written with
+//! equality-delete files (`petrel_table_provider::write::upsert`). An upsert's upload is kept one
+//! ordered stream (no round-robin repartitioning), so a key repeated in the upload keeps its
+//! last row. (ADBC's Flight SQL driver sends no ingest options: other clients, or a raw
+//! `CommandStatementIngest`, set it.)
+//!
 //! Refused: `temporary` tables (UNIMPLEMENTED: Iceberg tables are catalog tables), a
 //! `transaction_id` (INVALID_ARGUMENT: each statement commits on its own), a mode left
 //! unspecified (INVALID_ARGUMENT, as the protocol asks), and any ingest on a `--read-only`
@@ -82,6 +91,7 @@ use datafusion::physical_plan::streaming::PartitionStream;
 use datafusion::prelude::SessionContext;
 use futures::{StreamExt, TryStreamExt};
 use petrel_table_provider::Error as TableError;
+use petrel_table_provider::IcebergTableProvider;
 use petrel_table_provider::catalog::{Catalog, LoadedTable, Namespace, TableIdent};
 use petrel_table_provider::ddl::default_table_metadata;
 use petrel_table_provider::spec::arrow_schema_to_iceberg;
@@ -178,12 +188,13 @@ pub(crate) async fn ingest(
     let mut logged = false;
     let result = async {
         let mode = check_command(engine, &cmd)?;
+        let upsert = upsert_option(&cmd)?;
         let ctx = engine.context(&session)?;
         let target = Target::resolve(engine, &ctx, &cmd)?;
         description = format!("bulk ingest ({}) into {}", mode.name(), target.display());
         let upload = Upload::open(stream).await.map_err(|s| target.name_in(s))?;
         let prepared = target.prepare(mode, &upload.schema).await?;
-        let written = match plan_ingest(&ctx, &target, upload).await {
+        let written = match plan_ingest(&ctx, &target, upload, upsert).await {
             Ok(frame) => {
                 logged = true;
                 engine.run_write(frame, &query_id, user, &description).await
@@ -230,6 +241,24 @@ fn check_command(engine: &QueryEngine, cmd: &CommandStatementIngest) -> Result<M
         return Err(Status::invalid_argument("bulk ingest needs a table name"));
     }
     Ok(mode)
+}
+
+/// The `upsert` option of the command (`true` / `false`, any case; default false).
+fn upsert_option(cmd: &CommandStatementIngest) -> Result<bool, Status> {
+    let Some((_, value)) = cmd
+        .options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("upsert"))
+    else {
+        return Ok(false);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Status::invalid_argument(format!(
+            "bulk ingest option upsert={value:?}: expected true or false"
+        ))),
+    }
 }
 
 /// The table an ingest writes: an Iceberg catalog of the server and a name in it.
@@ -523,11 +552,30 @@ async fn plan_ingest(
     ctx: &SessionContext,
     target: &Target,
     upload: Upload,
+    upsert: bool,
 ) -> Result<DataFrame, Status> {
-    let provider = ctx
+    let mut provider = ctx
         .table_provider(target.reference())
         .await
         .map_err(|e| target.name_in(df_status(e)))?;
+    let mut state = ctx.state();
+    let iceberg = provider
+        .as_any()
+        .downcast_ref::<IcebergTableProvider>()
+        .cloned();
+    if let Some(iceberg) = iceberg {
+        if upsert {
+            provider = Arc::new(iceberg.upsert());
+        }
+        if upsert || iceberg.upserts() {
+            // A key's last row is the last in the upload: keep it one ordered stream.
+            state
+                .config_mut()
+                .options_mut()
+                .optimizer
+                .enable_round_robin_repartition = false;
+        }
+    }
     let source = StreamingTable::try_new(
         Arc::clone(&upload.schema),
         vec![Arc::new(OneShot {
@@ -555,7 +603,7 @@ async fn plan_ingest(
     .map_err(df_status)?
     .build()
     .map_err(df_status)?;
-    Ok(DataFrame::new(ctx.state(), plan))
+    Ok(DataFrame::new(state, plan))
 }
 
 /// One expression per table column, in the table's order: the upload's column of that name
@@ -676,6 +724,22 @@ mod tests {
             table: "t".into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn upsert_option_is_true_or_false() {
+        let mut cmd = command(TableNotExistOption::Fail, TableExistsOption::Append);
+        assert!(!upsert_option(&cmd).expect("default"));
+        cmd.options.insert("UPSERT".into(), " True ".into());
+        assert!(upsert_option(&cmd).expect("true"));
+        cmd.options.insert("UPSERT".into(), "yes".into());
+        let status = upsert_option(&cmd).expect_err("yes");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert!(
+            status.message().contains("upsert=\"yes\""),
+            "{}",
+            status.message()
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ import adbc_driver_flightsql.dbapi as flight_sql
 import adbc_driver_manager
 import pyarrow as pa
 import pyarrow.flight as flight
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.schema import Schema
@@ -449,3 +450,98 @@ def test_read_only_refuses_ingest(lake):
                 ingest(cur, name, pa.table({"id": [1]}), mode)
     assert [t[1] for t in catalog.list_tables("w")] == ["t"]
     assert iceberg_rows(catalog, "w.t") == ([], 0)
+
+
+# ----------------------------------------------------------------------------- upsert=true
+# ADBC's Flight SQL driver sends no `CommandStatementIngest.options`, so the upsert option is
+# sent as a raw command over pyarrow.flight's DoPut (the protobuf written by hand).
+def _varint(n):
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _bytes_field(number, payload):
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _int_field(number, value):
+    return _varint(number << 3) + _varint(value)
+
+
+def upsert_ingest(server, table, data, options):
+    """A raw `CommandStatementIngest` (append to an existing table of lake.w) with `options`;
+    returns DoPutUpdateResult.record_count."""
+    definition = _int_field(1, 2) + _int_field(2, 2)  # if_not_exist FAIL, if_exists APPEND
+    command = (
+        _bytes_field(1, definition)
+        + _bytes_field(2, table.encode())
+        + _bytes_field(3, b"w")
+        + _bytes_field(4, b"lake")
+    )
+    for key, value in options.items():
+        command += _bytes_field(1000, _bytes_field(1, key.encode()) + _bytes_field(2, value.encode()))
+    url = b"type.googleapis.com/arrow.flight.protocol.sql.CommandStatementIngest"
+    any_message = _bytes_field(1, url) + _bytes_field(2, command)
+    client = flight.FlightClient(server.uri)
+    try:
+        writer, reader = client.do_put(flight.FlightDescriptor.for_command(any_message), data.schema)
+        writer.write_table(data, max_chunksize=2)  # several batches: order across them counts
+        writer.done_writing()
+        result = reader.read()
+        writer.close()
+    finally:
+        client.close()
+    payload = result.to_pybytes() if result is not None else b""
+    # DoPutUpdateResult { int64 record_count = 1; }
+    assert payload[:1] == b"\x08", payload
+    count, shift = 0, 0
+    for byte in payload[1:]:
+        count |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    return count
+
+
+def test_upsert_option_replaces_rows_by_key(lake, tmp_path):
+    _, start = lake
+    server = start()
+    with connect(server) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE lake.w.keyed (id BIGINT NOT NULL, name STRING, PRIMARY KEY (id))")
+        cur.execute("CREATE TABLE lake.w.nokey (id BIGINT, name STRING)")
+        first = pa.table({"id": pa.array([1, 2, 1, 3, 1], pa.int64()), "name": ["a", "b", "c", None, "e"]})
+        # Each key once; within the upload the last row of a key wins.
+        assert upsert_ingest(server, "keyed", first, {"upsert": "true"}) == 3
+        second = pa.table({"id": pa.array([3, 4, 2], pa.int64()), "name": ["f", "g", "h"]})
+        assert upsert_ingest(server, "keyed", second, {"upsert": "true"}) == 3
+        assert petrel_rows(cur, "lake.w.keyed") == [
+            {"id": 1, "name": "e"},
+            {"id": 2, "name": "h"},
+            {"id": 3, "name": "f"},
+            {"id": 4, "name": "g"},
+        ]
+        # Without the option the same table appends.
+        assert upsert_ingest(server, "keyed", pa.table({"id": pa.array([4], pa.int64()), "name": ["i"]}), {}) == 1
+        assert [r["name"] for r in petrel_rows(cur, "lake.w.keyed") if r["id"] == 4] in (["g", "i"], ["i", "g"])
+        # The upserts committed equality deletes on the key (field id 1): one overwrite each.
+        location = next(p for p in glob.glob(f"{tmp_path}/**/keyed", recursive=True))
+        deletes = [p for p in files_under(location) if p.endswith("-deletes.parquet")]
+        assert deletes, files_under(location)
+        import pyarrow.parquet as pq
+        for path in deletes:
+            schema = pq.read_schema(path)
+            assert schema.names == ["id"], schema
+        # No identifier fields, and a bad value: refused, nothing written.
+        before = files_under(tmp_path)
+        with pytest.raises(pa.ArrowNotImplementedError, match="identifier fields"):
+            upsert_ingest(server, "nokey", first, {"upsert": "true"})
+        with pytest.raises(pa.ArrowInvalid, match="expected true or false"):
+            upsert_ingest(server, "keyed", first, {"upsert": "maybe"})
+        assert files_under(tmp_path) == before

@@ -776,7 +776,7 @@ async fn concurrent_commits_never_resurrect_or_lose_rows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn options_and_filters_are_checked() {
+async fn call_statements_options_and_filters() {
     let unknown = BTreeMap::from([("no-such-option".to_string(), "1".to_string())]);
     let e = RewriteDataFilesOptions::parse(&unknown).expect_err("unknown option");
     assert!(e.to_string().contains("no-such-option"), "{e}");
@@ -808,4 +808,70 @@ async fn options_and_filters_are_checked() {
     // A filter matching no file rewrites nothing.
     let none = rewrite(&ctx, "t", Some("id > 100"), &[("rewrite-all", "true")]).await;
     assert_eq!(none, RewriteDataFilesResult::default());
+
+    // Over SQL: CALL, Spark's argument names and output columns.
+    run_ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.c (id BIGINT, part STRING) PARTITIONED BY (part) \
+         TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')",
+    )
+    .await;
+    for values in ["(1, 'a'), (2, 'b')", "(3, 'a'), (4, 'b')", "(5, 'a')"] {
+        query(&ctx, &format!("INSERT INTO iceberg.db.c VALUES {values}"))
+            .await
+            .expect("insert");
+    }
+    assert_eq!(
+        write_count(&ctx, "DELETE FROM iceberg.db.c WHERE id IN (1, 4)").await,
+        2
+    );
+    let call = "CALL iceberg.system.rewrite_position_delete_files(table => 'db.c')";
+    let batches = query(&ctx, call)
+        .await
+        .unwrap_or_else(|e| panic!("{call}: {e}"));
+    let schema = batches[0].schema();
+    let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        columns,
+        [
+            "rewritten_delete_files_count",
+            "added_delete_files_count",
+            "rewritten_bytes_count",
+            "added_bytes_count"
+        ]
+    );
+    assert_eq!(
+        rows_json(&batches, &[])[0][..2],
+        [json!(0), json!(0)],
+        "Petrel's deletes are one per data file already"
+    );
+    let call = "CALL iceberg.system.rewrite_data_files(table => 'db.c', \
+                where => 'part = ''a''', options => map('min-input-files', '2'))";
+    let batches = query(&ctx, call)
+        .await
+        .unwrap_or_else(|e| panic!("{call}: {e}"));
+    let schema = batches[0].schema();
+    let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(
+        columns,
+        [
+            "rewritten_data_files_count",
+            "added_data_files_count",
+            "rewritten_bytes_count",
+            "failed_data_files_count",
+            "removed_delete_files_count"
+        ]
+    );
+    let row = &rows_json(&batches, &[])[0];
+    assert_eq!(
+        [&row[0], &row[1], &row[3], &row[4]],
+        [&json!(3), &json!(1), &json!(0), &json!(1)],
+        "{row:?}"
+    );
+    assert_eq!(
+        rows(&ctx, "SELECT id, part FROM iceberg.db.c").await,
+        ["[2,\"b\"]", "[3,\"a\"]", "[5,\"a\"]"]
+    );
+    let bad = "CALL iceberg.system.rewrite_data_files(table => 'db.c', strategy => 'sort')";
+    assert!(query(&ctx, bad).await.is_err(), "{bad}");
 }

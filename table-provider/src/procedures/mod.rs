@@ -19,7 +19,8 @@
 //! - [`reachable`]: the files a table's snapshots reach (what expiry and orphan removal
 //!   compare).
 //! - one file per procedure: [`rollback_to_snapshot`], [`set_current_snapshot`],
-//!   [`expire_snapshots`], [`remove_orphan_files`].
+//!   [`expire_snapshots`], [`remove_orphan_files`], [`rewrite_data_files`] and
+//!   [`rewrite_position_delete_files`] (both run by [`crate::maintenance`]).
 //!
 //! Adding a procedure: a file with `pub const PROCEDURE: Procedure` (its name, parameters,
 //! output schema and `run` function) and one line in [`PROCEDURES`].
@@ -33,6 +34,8 @@ pub mod plan;
 pub mod reachable;
 pub mod refs;
 pub mod remove_orphan_files;
+pub mod rewrite_data_files;
+pub mod rewrite_position_delete_files;
 pub mod rollback_to_snapshot;
 pub mod set_current_snapshot;
 
@@ -79,6 +82,8 @@ pub const PROCEDURES: &[Procedure] = &[
     set_current_snapshot::PROCEDURE,
     expire_snapshots::PROCEDURE,
     remove_orphan_files::PROCEDURE,
+    rewrite_data_files::PROCEDURE,
+    rewrite_position_delete_files::PROCEDURE,
 ];
 
 /// The procedure called `name` (case-insensitive).

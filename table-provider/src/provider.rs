@@ -45,7 +45,7 @@ use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use iceberg::spec::{NameMapping, Transform};
 
-use crate::catalog::{Catalog, LoadedTable};
+use crate::catalog::{Catalog, LoadedTable, RefKind};
 use crate::deletes::{EqualityGroup, FileDeletes, MergeOnRead, key_type};
 use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
@@ -315,9 +315,26 @@ impl TableProvider for IcebergTableProvider {
         let Some(catalog) = &self.catalog else {
             return refuse("this table is read-only here".into());
         };
-        if !matches!(self.selector, SnapshotSelector::Current) {
-            return refuse("INSERT into a snapshot, tag or branch is not supported yet".into());
-        }
+        // `INSERT INTO t.branch_b` (a branch selector) commits to that branch only.
+        let branch = match &self.selector {
+            SnapshotSelector::Current => None,
+            SnapshotSelector::Ref(name)
+                if self
+                    .table
+                    .refs()
+                    .get(name)
+                    .is_some_and(|r| r.kind == RefKind::Branch) =>
+            {
+                Some(name.clone())
+            }
+            _ => {
+                return refuse(
+                    "INSERT into a snapshot or tag is not possible: insert into the table or \
+                     one of its branches (t.branch_<name>)"
+                        .into(),
+                );
+            }
+        };
         let mode = match insert_op {
             InsertOp::Append => WriteMode::Append,
             InsertOp::Overwrite => WriteMode::OverwritePartitions,
@@ -368,13 +385,17 @@ impl TableProvider for IcebergTableProvider {
         }
         let write: Arc<dyn ExecutionPlan> = Arc::new(write);
         let gathered: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(write));
-        Ok(Arc::new(IcebergCommitExec::new(
+        let commit = IcebergCommitExec::new(
             gathered,
             Arc::clone(catalog),
             self.table.clone(),
             mode,
             settings,
-        )))
+        );
+        Ok(Arc::new(match &branch {
+            Some(branch) => commit.with_branch(branch),
+            None => commit,
+        }))
     }
 
     async fn scan(

@@ -7,10 +7,13 @@
 //! SELECT * FROM iceberg.db.t TIMESTAMP AS OF '2026-01-01T00:00:00Z'
 //! ```
 //!
-//! (`SYSTEM_TIME AS OF` is accepted for timestamps.) DataFusion's parser does not take these clauses, so [`rewrite_time_travel`] rewrites them
-//! at the token level (strings and comments are never touched) into a quoted table name with
-//! a suffix, `"t@@version=…"`, that the catalog's schema provider resolves with
-//! [`split_time_travel`]. Timestamps without a zone are UTC.
+//! (`SYSTEM_TIME AS OF` is accepted for timestamps.) DataFusion's parser does not take these
+//! clauses, so [`rewrite_time_travel`] rewrites them at the token level (strings and comments
+//! are never touched) into a quoted table name with a suffix, `"t@@version=…"`, that the
+//! catalog's schema provider resolves with
+//! [`split_time_travel`]. Timestamps without a zone are UTC. Spark's branch and tag names,
+//! `catalog.ns.t.branch_b` and `catalog.ns.t.tag_v1`, become `"t@@ref=b"` the same way; an
+//! `INSERT INTO` a branch name commits to that branch.
 
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -130,6 +133,80 @@ pub fn rewrite_time_travel(sql: &str) -> Result<String> {
     for (start, end, replacement) in edits.into_iter().rev() {
         out.replace_range(start..end, &replacement);
     }
+    rewrite_ref_names(&out)
+}
+
+/// Spark's branch and tag names: `catalog.ns.t.branch_b` / `catalog.ns.t.tag_v1` (four or more
+/// parts, the last one unquoted with the prefix `branch_` or `tag_`) become
+/// `catalog.ns."t@@ref=b"`, read (and, for a branch, written: `INSERT INTO …`) at that ref.
+/// Shorter names are left alone: `ns.t.branch_b` cannot be told from a table `branch_b`.
+fn rewrite_ref_names(sql: &str) -> Result<String> {
+    let tokens = Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize_with_location()
+        .map_err(|e| Error::InvalidArgument(format!("SQL syntax error: {e}")))?;
+    let significant: Vec<usize> = tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
+        .map(|(i, _)| i)
+        .collect();
+    let token = |k: usize| significant.get(k).map(|&i| &tokens[i].token);
+    let offsets = LineOffsets::new(sql);
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    let mut k = 0;
+    while k < significant.len() {
+        // A dotted name starting at k (not in the middle of one).
+        let starts = matches!(token(k), Some(Token::Word(_)))
+            && !(k > 0 && token(k - 1) == Some(&Token::Period));
+        if !starts {
+            k += 1;
+            continue;
+        }
+        let mut parts = vec![k];
+        while token(parts[parts.len() - 1] + 1) == Some(&Token::Period)
+            && matches!(token(parts[parts.len() - 1] + 2), Some(Token::Word(_)))
+        {
+            parts.push(parts[parts.len() - 1] + 2);
+        }
+        let last = parts[parts.len() - 1];
+        k = last + 1;
+        if parts.len() < 4 {
+            continue;
+        }
+        let (Some(Token::Word(table)), Some(Token::Word(suffix))) = (token(last - 2), token(last))
+        else {
+            continue;
+        };
+        if suffix.quote_style.is_some() {
+            continue;
+        }
+        let lower = suffix.value.to_ascii_lowercase();
+        let name = ["branch_", "tag_"]
+            .iter()
+            .find(|p| lower.starts_with(*p))
+            .map(|p| &suffix.value[p.len()..]);
+        let Some(name) = name.filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        let table_name = if table.quote_style.is_some() {
+            table.value.clone()
+        } else {
+            table.value.to_lowercase()
+        };
+        let replacement = format!(
+            "\"{}\"",
+            format!("{table_name}{MARKER}ref={name}").replace('"', "\"\"")
+        );
+        let start = offsets.byte(tokens[significant[last - 2]].span.start);
+        let end = tokens
+            .get(significant[last] + 1)
+            .map_or(sql.len(), |t| offsets.byte(t.span.start));
+        edits.push((start, end, replacement));
+    }
+    let mut out = sql.to_string();
+    for (start, end, replacement) in edits.into_iter().rev() {
+        out.replace_range(start..end, &replacement);
+    }
     Ok(out)
 }
 
@@ -198,6 +275,25 @@ impl<'a> LineOffsets<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn branch_and_tag_names_become_refs() {
+        for (input, expected) in [
+            (
+                "INSERT INTO iceberg.db.t.branch_audit VALUES (1)",
+                "INSERT INTO iceberg.db.\"t@@ref=audit\" VALUES (1)",
+            ),
+            (
+                "SELECT * FROM iceberg.db.T.tag_v1 WHERE x = 'a.b.c.branch_d'",
+                "SELECT * FROM iceberg.db.\"t@@ref=v1\" WHERE x = 'a.b.c.branch_d'",
+            ),
+            // Three parts may be catalog.ns.table: left alone.
+            ("SELECT * FROM db.t.branch_b", "SELECT * FROM db.t.branch_b"),
+            ("SELECT * FROM c.db.t.other", "SELECT * FROM c.db.t.other"),
+        ] {
+            assert_eq!(rewrite_time_travel(input).unwrap(), expected, "{input}");
+        }
+    }
 
     #[test]
     fn rewrites_every_form() {

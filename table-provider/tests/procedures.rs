@@ -303,6 +303,43 @@ async fn branches_and_tags_on_both_catalogs() {
             "{kind}"
         );
 
+        // Writes to a branch move that branch only.
+        run(
+            &ctx,
+            "INSERT INTO iceberg.db.b.branch_audit VALUES (5), (6)",
+        )
+        .await;
+        run(&ctx, "INSERT INTO iceberg.db.b.BRANCH_audit SELECT 7").await;
+        assert_eq!(
+            ids(&ctx, "SELECT id FROM iceberg.db.b.branch_audit").await,
+            [1, 5, 6, 7],
+            "{kind}"
+        );
+        assert_eq!(
+            ids(&ctx, "SELECT id FROM iceberg.db.b").await,
+            [1, 2],
+            "{kind}"
+        );
+        assert_eq!(
+            current(&catalog, "b").await,
+            s2,
+            "{kind}: main did not move"
+        );
+        let table = catalog.load_table(&ident("b")).await.expect("load");
+        let head = table.refs()["audit"].snapshot_id;
+        let mut chain = Vec::new();
+        let mut at = table.metadata().snapshot_by_id(head);
+        while let Some(s) = at {
+            chain.push(s.snapshot_id());
+            at = s
+                .parent_snapshot_id()
+                .and_then(|p| table.metadata().snapshot_by_id(p));
+        }
+        assert_eq!(chain.len(), 3, "{kind}: two commits on the branch over s1");
+        assert_eq!(chain[2], s1, "{kind}");
+        let err = error(&ctx, "INSERT INTO iceberg.db.b.tag_v2 VALUES (9)").await;
+        assert!(err.contains("snapshot or tag"), "{kind}: {err}");
+
         for (sql, expected) in [
             (
                 "ALTER TABLE iceberg.db.b CREATE BRANCH audit",

@@ -1,7 +1,8 @@
-//! A new snapshot on `main`, produced the way Iceberg Java's snapshot producers make one: an
-//! append (`FastAppend`), an overwrite that also removes files (`ReplacePartitions`,
-//! `OverwriteFiles`), or a row delta that adds delete files (`RowDelta`: position-delete files in
-//! format 2, deletion vectors in format 3), possibly with new data files and removals.
+//! A new snapshot on `main` (or another branch: [`SnapshotProducer::on_branch`]), produced the
+//! way Iceberg Java's snapshot producers make one: an append (`FastAppend`), an overwrite that
+//! also removes files (`ReplacePartitions`, `OverwriteFiles`), or a row delta that adds delete
+//! files (`RowDelta`: position-delete files in format 2, deletion vectors in format 3), possibly
+//! with new data files and removals.
 //!
 //! The new data files go into a new data manifest, and the new delete files into new delete
 //! manifests (one per partition spec), once, under a snapshot id chosen once (the manifests
@@ -127,6 +128,8 @@ pub struct SnapshotProducer {
     row_delta_check: Option<RowDeltaCheck>,
     rewrite_check: Option<RowDeltaCheck>,
     operation: Operation,
+    /// The branch the snapshot is committed to (its parent is the branch's head).
+    branch: String,
 }
 
 /// One attempt's result: the table metadata to swap in, and the files it wrote (the manifest
@@ -215,7 +218,15 @@ impl SnapshotProducer {
             row_delta_check,
             rewrite_check: rewrite.map(|r| r.read),
             operation,
+            branch: MAIN_BRANCH.to_string(),
         })
+    }
+
+    /// Commits to `branch` instead of `main`: the parent is the branch's head, and only the
+    /// branch moves (a new branch starts at the new snapshot, with no parent).
+    pub fn on_branch(mut self, branch: &str) -> Self {
+        self.branch = branch.to_string();
+        self
     }
 
     /// The snapshot id this producer commits.
@@ -246,7 +257,7 @@ impl SnapshotProducer {
         if let Some(check) = &self.rewrite_check {
             validate_rewrite(base, check).await?;
         }
-        let parent = metadata.snapshot_for_ref(MAIN_BRANCH);
+        let parent = metadata.snapshot_for_ref(&self.branch);
         let mut carried = Vec::new();
         if let Some(parent) = parent {
             let bytes = base.io().read(parent.manifest_list()).await?;
@@ -350,7 +361,7 @@ impl SnapshotProducer {
             metadata.as_ref().clone(),
             Some(base.metadata_location().to_string()),
         )
-        .set_branch_snapshot(snapshot, MAIN_BRANCH)?
+        .set_branch_snapshot(snapshot, &self.branch)?
         .build()?
         .metadata;
         Ok((metadata, manifest_list))

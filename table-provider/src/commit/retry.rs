@@ -11,6 +11,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use iceberg::spec::MAIN_BRANCH;
+
 use super::producer::{SnapshotChange, SnapshotProducer};
 use crate::catalog::{Catalog, LoadedTable};
 use crate::error::{Error, Result};
@@ -85,8 +87,20 @@ pub async fn commit_snapshot(
     base: LoadedTable,
     change: SnapshotChange,
 ) -> Result<CommitOutcome> {
+    commit_snapshot_to_branch(catalog, base, change, MAIN_BRANCH).await
+}
+
+/// Commits `change` as one snapshot on `branch` (`main` or another branch of the table).
+pub async fn commit_snapshot_to_branch(
+    catalog: &dyn Catalog,
+    base: LoadedTable,
+    change: SnapshotChange,
+    branch: &str,
+) -> Result<CommitOutcome> {
     let policy = RetryPolicy::from_properties(base.metadata().properties());
-    let producer = SnapshotProducer::new(&base, change).await?;
+    let producer = SnapshotProducer::new(&base, change)
+        .await?
+        .on_branch(branch);
     let started = Instant::now();
     let mut table = base;
     let mut attempt = 0;

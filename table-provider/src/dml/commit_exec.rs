@@ -16,7 +16,8 @@ use iceberg::spec::{DataContentType, DataFile, deserialize_data_file_from_json};
 use super::count::count_properties;
 use super::write_exec::DATA_FILE_COLUMN;
 use crate::catalog::{Catalog, LoadedTable};
-use crate::commit::{DeleteFile, Removal, SnapshotChange, commit_snapshot};
+use crate::commit::retry::commit_snapshot_to_branch;
+use crate::commit::{DeleteFile, Removal, SnapshotChange};
 use crate::error::Error;
 use crate::write::data_file_writer::WriteSettings;
 
@@ -50,8 +51,9 @@ impl WriteMode {
     }
 }
 
-/// Commits the data files its (single-partition) input describes as one snapshot on `main`
-/// (an append, or an overwrite) and returns the number of rows written as `count`.
+/// Commits the data files its (single-partition) input describes as one snapshot on `main`, or
+/// on another branch ([`IcebergCommitExec::with_branch`]: `INSERT INTO t.branch_b`), as an
+/// append or an overwrite, and returns the number of rows written as `count`.
 #[derive(Debug)]
 pub struct IcebergCommitExec {
     input: Arc<dyn ExecutionPlan>,
@@ -60,6 +62,8 @@ pub struct IcebergCommitExec {
     mode: WriteMode,
     /// The write below, whose started files a failure deletes.
     write: Arc<WriteSettings>,
+    /// The branch committed to.
+    branch: String,
     properties: Arc<PlanProperties>,
 }
 
@@ -79,8 +83,15 @@ impl IcebergCommitExec {
             table,
             mode,
             write,
+            branch: iceberg::spec::MAIN_BRANCH.to_string(),
             properties,
         }
+    }
+
+    /// Commits to `branch` instead of `main`.
+    pub fn with_branch(mut self, branch: &str) -> Self {
+        self.branch = branch.to_string();
+        self
     }
 }
 
@@ -131,13 +142,16 @@ impl ExecutionPlan for IcebergCommitExec {
         let input = children
             .pop()
             .ok_or_else(|| DataFusionError::Internal("IcebergCommitExec needs an input".into()))?;
-        Ok(Arc::new(Self::new(
-            input,
-            Arc::clone(&self.catalog),
-            self.table.clone(),
-            self.mode,
-            Arc::clone(&self.write),
-        )))
+        Ok(Arc::new(
+            Self::new(
+                input,
+                Arc::clone(&self.catalog),
+                self.table.clone(),
+                self.mode,
+                Arc::clone(&self.write),
+            )
+            .with_branch(&self.branch),
+        ))
     }
 
     fn execute(
@@ -155,6 +169,7 @@ impl ExecutionPlan for IcebergCommitExec {
         let table = self.table.clone();
         let mode = self.mode;
         let write = Arc::clone(&self.write);
+        let branch = self.branch.clone();
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
         let stream = futures::stream::once(async move {
@@ -183,7 +198,8 @@ impl ExecutionPlan for IcebergCommitExec {
                         removal,
                         ..SnapshotChange::default()
                     };
-                    commit_snapshot(catalog.as_ref(), table.clone(), change).await?;
+                    commit_snapshot_to_branch(catalog.as_ref(), table.clone(), change, &branch)
+                        .await?;
                 }
                 Ok(rows)
             }

@@ -11,14 +11,15 @@
 //! - its own memory pool (`--query-memory-limit`): a query over the limit fails with
 //!   RESOURCE_EXHAUSTED and the server keeps serving.
 //!
-//! Execution ([`QueryEngine::execute`]) takes a permit from a semaphore
-//! (`--max-concurrent-queries`), streams batches as DataFusion produces them, and registers the
-//! query's id so CancelFlightInfo / CancelQuery can stop it. Dropping the stream (a client that
-//! disconnects) stops the work: DataFusion's tasks are aborted on drop.
+//! Execution ([`QueryEngine::execute`]) takes a work slot (`admission`, shared with planning
+//! RPCs and metadata calls), streams batches as DataFusion produces them, and holds the query's
+//! entry in the cancellation registry (`cancellation`) so CancelFlightInfo / CancelQuery can
+//! stop it. Dropping the stream (a client that disconnects, or a cancel) stops the work:
+//! DataFusion's tasks are aborted on drop and their memory returned to the pool.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -39,10 +40,11 @@ use petrel_table_provider::{
     IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes, PetrelQueryPlanner,
     RowLevelDml, SignedZeroEquality,
 };
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 use tonic::Status;
 
+use crate::admission::{Admission, Admitted};
+use crate::cancellation::{Cancellations, Registration};
 use crate::error::{Error, df_status};
 use crate::information_schema::TruthfulNumericPrecision;
 use crate::memory::ServerMemory;
@@ -100,9 +102,10 @@ pub struct QueryEngine {
     /// The Iceberg catalogs' names (the only write targets).
     iceberg_catalogs: Vec<String>,
     options: EngineOptions,
-    permits: Arc<Semaphore>,
-    running: Arc<Mutex<HashMap<Bytes, CancellationToken>>>,
-    cancelled: Mutex<VecDeque<(Bytes, Instant)>>,
+    /// Work slots shared by queries, writes, planning RPCs and metadata calls.
+    admission: Admission,
+    /// Running queries and the fate of recent ones (CancelFlightInfo).
+    cancellations: Arc<Cancellations>,
     /// Statements planned by GetFlightInfo, waiting for their DoGet.
     planned: PlanCache,
 }
@@ -115,10 +118,6 @@ impl std::fmt::Debug for QueryEngine {
             .finish_non_exhaustive()
     }
 }
-
-/// How long a cancelled query id is remembered (so a DoGet that arrives after the cancel is
-/// refused too).
-const CANCELLED_MEMORY: Duration = Duration::from_secs(600);
 
 /// A planned statement.
 #[derive(Debug)]
@@ -166,7 +165,7 @@ impl QueryEngine {
                 .catalog_list()
                 .register_catalog(name.clone(), provider);
         }
-        let permits = Arc::new(Semaphore::new(options.max_concurrent_queries.max(1)));
+        let admission = Admission::new(options.max_concurrent_queries, options.queue_timeout);
         let iceberg_catalogs = catalogs
             .iter()
             .filter(|(_, s)| matches!(s, CatalogSource::Iceberg(_)))
@@ -177,9 +176,8 @@ impl QueryEngine {
             catalogs,
             iceberg_catalogs,
             options,
-            permits,
-            running: Arc::new(Mutex::new(HashMap::new())),
-            cancelled: Mutex::new(VecDeque::new()),
+            admission,
+            cancellations: Cancellations::new(),
             planned: PlanCache::default(),
         }
     }
@@ -192,6 +190,21 @@ impl QueryEngine {
     /// The engine's limits.
     pub fn options(&self) -> &EngineOptions {
         &self.options
+    }
+
+    /// The work slots (`admission`): planning RPCs and metadata calls take one too.
+    pub fn admission(&self) -> &Admission {
+        &self.admission
+    }
+
+    /// The cancellation registry.
+    pub fn cancellations(&self) -> &Arc<Cancellations> {
+        &self.cancellations
+    }
+
+    /// Plans kept for their DoGet now (`plan_cache`).
+    pub fn plans_kept(&self) -> usize {
+        self.planned.len()
     }
 
     /// A fresh context for one statement under `session`.
@@ -388,7 +401,7 @@ impl QueryEngine {
                      with CommandStatementQuery",
                 ));
             }
-            let _permit = self.acquire().await?;
+            let _permit = self.admission.admit("write").await?;
             let batches = frame.collect().await.map_err(df_status)?;
             write_count(&batches)
         }
@@ -428,20 +441,26 @@ impl QueryEngine {
     }
 
     /// Runs a ticket's statement for `user`: once, or once per bound parameter row with the
-    /// results concatenated. Returns the result schema and the stream of batches (which logs
-    /// the query when it ends: `telemetry`).
+    /// results concatenated. `registration` is the query's entry in the cancellation registry
+    /// (taken before planning, so a cancel during planning or queueing is seen). Returns the
+    /// result schema and the stream of batches (which logs the query when it ends:
+    /// `telemetry`).
     pub async fn execute(
         &self,
         ticket: StatementTicket,
         user: &str,
+        registration: Registration,
     ) -> Result<(SchemaRef, BoxStream<'static, Result<RecordBatch, Status>>), Status> {
-        if self.was_cancelled(&ticket.query_id) {
-            return Err(Error::Cancelled("query was cancelled".into()).into());
-        }
-        let permit = self.acquire().await?;
+        let cancelled = || -> Status {
+            Error::Cancelled("query cancelled (CancelFlightInfo / CancelQuery)".into()).into()
+        };
+        let token = registration.token().clone();
+        let permit = tokio::select! {
+            permit = self.admission.admit("query") => permit?,
+            _ = token.cancelled() => return Err(cancelled()),
+        };
         let session = ticket.session.clone().unwrap_or_default();
         let rows = self.parameter_rows(&ticket.parameters)?;
-        let token = CancellationToken::new();
         let (schema, stream): (SchemaRef, BoxStream<'static, _>) = if rows.is_empty() {
             let planned = match self.planned.take(&ticket) {
                 Some(planned) => planned,
@@ -486,19 +505,13 @@ impl QueryEngine {
             (schema, stream)
         };
         let id = ticket.query_id.clone();
-        if !id.is_empty() {
-            crate::locks::lock(&self.running).insert(id.clone(), token.clone());
-            // A cancel that arrived while this query was being planned found nothing running.
-            if self.was_cancelled(&id) {
-                token.cancel();
-            }
-        }
+        // (A cancel during planning cancelled the token: the stream's first poll ends it.)
         let guarded = QueryStream {
             inner: stream,
             cancelled: Box::pin(token.cancelled_owned()),
             done: false,
             _permit: permit,
-            registry: Arc::clone(&self.running),
+            _registration: registration,
             id,
             user: user.to_string(),
             sql: ticket.sql,
@@ -514,46 +527,6 @@ impl QueryEngine {
     /// `max_parameter_rows` and counted in the server's memory.
     fn parameter_rows(&self, ipc: &[u8]) -> Result<ParameterRows, Status> {
         ParameterRows::decode(ipc, self.options.max_parameter_rows, &self.options.memory)
-    }
-
-    async fn acquire(&self) -> Result<OwnedSemaphorePermit, Status> {
-        let permits = Arc::clone(&self.permits);
-        match tokio::time::timeout(self.options.queue_timeout, permits.acquire_owned()).await {
-            Ok(Ok(p)) => Ok(p),
-            _ => Err(Error::Busy(format!(
-                "server busy: {} queries are running (max_concurrent_queries) and none finished \
-                 within {}s; retry later",
-                self.options.max_concurrent_queries,
-                self.options.queue_timeout.as_secs()
-            ))
-            .into()),
-        }
-    }
-
-    /// Cancels the query with this id: stops it if running, refuses it if it starts later.
-    /// Returns true if it was running.
-    pub fn cancel(&self, query_id: &Bytes) -> bool {
-        {
-            let mut c = crate::locks::lock(&self.cancelled);
-            c.retain(|(_, at)| at.elapsed() < CANCELLED_MEMORY);
-            if c.len() < 100_000 {
-                c.push_back((query_id.clone(), Instant::now()));
-            }
-        }
-        match crate::locks::lock(&self.running).remove(query_id) {
-            Some(token) => {
-                token.cancel();
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn was_cancelled(&self, id: &Bytes) -> bool {
-        !id.is_empty()
-            && crate::locks::lock(&self.cancelled)
-                .iter()
-                .any(|(c, _)| c == id)
     }
 }
 
@@ -664,13 +637,15 @@ pub fn flight_schema(schema: &SchemaRef) -> SchemaRef {
 }
 
 /// A query's result stream: ends with CANCELLED when the query is cancelled, releases its
-/// execution permit and its cancellation entry when dropped.
+/// work slot and its cancellation entry when dropped.
 struct QueryStream {
     inner: BoxStream<'static, Result<RecordBatch, Status>>,
     cancelled: Pin<Box<WaitForCancellationFutureOwned>>,
     done: bool,
-    _permit: OwnedSemaphorePermit,
-    registry: Arc<Mutex<HashMap<Bytes, CancellationToken>>>,
+    _permit: Admitted,
+    /// Its entry in the cancellation registry, removed (the query recorded as finished) on
+    /// drop.
+    _registration: Registration,
     id: Bytes,
     user: String,
     sql: String,
@@ -691,6 +666,9 @@ impl Stream for QueryStream {
         if self.cancelled.as_mut().poll(cx).is_ready() {
             self.done = true;
             self.outcome = "cancelled";
+            // Stop DataFusion now (its tasks are aborted and its memory returned on drop),
+            // not when the client gets around to dropping the response.
+            self.inner = futures::stream::empty().boxed();
             return Poll::Ready(Some(Err(Error::Cancelled(
                 "query cancelled (CancelFlightInfo / CancelQuery)".into(),
             )
@@ -729,11 +707,6 @@ impl Drop for QueryStream {
                 outcome = self.outcome,
                 "query"
             ),
-        }
-        if !self.id.is_empty()
-            && let Ok(mut r) = self.registry.lock()
-        {
-            r.remove(&self.id);
         }
     }
 }

@@ -33,11 +33,16 @@
 //! - [`policy`]: what SQL may do (queries; INSERT INTO Iceberg tables unless `--read-only`),
 //!   decided on the logical plan.
 //! - [`server`]: binds, TLS, graceful shutdown.
+//! - [`admission`]: the work slots every RPC that does work takes (queries, writes, planning,
+//!   catalog-reading metadata calls).
+//! - [`cancellation`]: running queries and the fate of recent ones, for CancelFlightInfo.
 
 pub mod auth;
 pub mod config;
 pub mod demo;
+pub mod admission;
 pub mod engine;
+pub mod cancellation;
 pub mod error;
 pub mod flight_sql;
 pub mod information_schema;

@@ -7,7 +7,12 @@
 //! lookups and logical planning, and reads the table version the announced schema came from.
 //! An entry is used once (a second DoGet of the same ticket plans again), must match the
 //! ticket's SQL and session exactly, and expires after [`PLAN_TTL`]; at most
-//! [`PLAN_CAPACITY`] are kept.
+//! [`PLAN_CAPACITY`] are kept, weighing [`PLAN_CACHE_BYTES`] together at most (each plan
+//! weighed by an estimate of its memory: its ticket, its plan nodes and expressions — a
+//! `VALUES` list of a million literals weighs what it holds — and its schema).
+//!
+//! Only GetFlightInfo keeps plans: GetSchema describes a statement without keeping anything,
+//! and PollFlightInfo runs its plan itself.
 //!
 //! Tickets are signed and bound to their user (`tickets`), so only the client a ticket was
 //! issued to can present its query id here. Even so, a lookup whose ticket differs from the
@@ -26,23 +31,56 @@ use crate::proto::petrel::StatementTicket;
 pub(crate) const PLAN_TTL: Duration = Duration::from_secs(30);
 /// Plans kept at most (the oldest go first).
 pub(crate) const PLAN_CAPACITY: usize = 256;
+/// Estimated bytes of all kept plans at most (the oldest go first).
+pub(crate) const PLAN_CACHE_BYTES: usize = 64 << 20;
+
+/// An estimate of the memory a planned statement holds.
+fn weight(ticket: &StatementTicket, planned: &Planned) -> usize {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    let (mut nodes, mut exprs) = (0usize, 0usize);
+    // (The closure never fails; an error would only leave the counts lower.)
+    let _ = planned.frame.logical_plan().apply(|node| {
+        nodes += 1;
+        exprs += node.expressions().len();
+        Ok(TreeNodeRecursion::Continue)
+    });
+    prost::Message::encoded_len(ticket)
+        + nodes * 1024
+        + exprs * 256
+        + planned.schema.fields().len() * 256
+}
 
 struct Entry {
     ticket: StatementTicket,
     planned: Planned,
     at: Instant,
+    bytes: usize,
+}
+
+#[derive(Default)]
+struct Entries {
+    list: VecDeque<Entry>,
+    bytes: usize,
+}
+
+impl Entries {
+    fn pop_front(&mut self) {
+        if let Some(e) = self.list.pop_front() {
+            self.bytes -= e.bytes;
+        }
+    }
 }
 
 /// The recently planned statements, by ticket.
 #[derive(Default)]
 pub(crate) struct PlanCache {
-    entries: Mutex<VecDeque<Entry>>,
+    entries: Mutex<Entries>,
 }
 
 impl std::fmt::Debug for PlanCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PlanCache")
-            .field("entries", &lock(&self.entries).len())
+            .field("entries", &lock(&self.entries).list.len())
             .finish()
     }
 }
@@ -54,15 +92,29 @@ impl PlanCache {
             return;
         }
         let now = Instant::now();
+        let bytes = weight(ticket, &planned);
+        if bytes > PLAN_CACHE_BYTES {
+            return;
+        }
         let mut entries = lock(&self.entries);
-        entries.retain(|e| now.duration_since(e.at) < PLAN_TTL);
-        while entries.len() >= PLAN_CAPACITY {
+        while entries
+            .list
+            .front()
+            .is_some_and(|e| now.duration_since(e.at) >= PLAN_TTL)
+        {
             entries.pop_front();
         }
-        entries.push_back(Entry {
+        while entries.list.len() >= PLAN_CAPACITY
+            || (!entries.list.is_empty() && entries.bytes + bytes > PLAN_CACHE_BYTES)
+        {
+            entries.pop_front();
+        }
+        entries.bytes += bytes;
+        entries.list.push_back(Entry {
             ticket: ticket.clone(),
             planned,
             at: now,
+            bytes,
         });
     }
 
@@ -73,15 +125,21 @@ impl PlanCache {
             return None;
         }
         let mut entries = lock(&self.entries);
-        let at = entries.iter().position(|e| e.ticket == *ticket)?;
-        let entry = entries.remove(at)?;
+        let at = entries.list.iter().position(|e| e.ticket == *ticket)?;
+        let entry = entries.list.remove(at)?;
+        entries.bytes -= entry.bytes;
         (entry.at.elapsed() < PLAN_TTL).then_some(entry.planned)
     }
 
-    /// Plans kept now.
+    /// Plans kept now (expired ones included until the next insert drops them).
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.entries).list.len()
+    }
+
+    /// Estimated bytes of the plans kept now.
     #[cfg(test)]
-    fn len(&self) -> usize {
-        lock(&self.entries).len()
+    fn bytes(&self) -> usize {
+        lock(&self.entries).bytes
     }
 }
 
@@ -150,5 +208,32 @@ mod tests {
             );
         }
         assert_eq!(cache.len(), PLAN_CAPACITY);
+    }
+
+    #[tokio::test]
+    async fn kept_plans_are_bounded_by_their_weight() {
+        let cache = PlanCache::default();
+        // A VALUES list of 40,000 literals weighs about 10 MB by the estimate: six fit.
+        let values = (0..40_000)
+            .map(|i| format!("({i})"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let sql = format!("SELECT * FROM (VALUES {values}) AS t(x)");
+        let plan = planned(&sql).await;
+        let one = weight(&ticket(b"w", &sql), &plan);
+        assert!(one > 10_000_000, "{one}");
+        for i in 0..20 {
+            let mut t = ticket(b"", &sql);
+            t.query_id = Bytes::from(i.to_string());
+            cache.insert(
+                &t,
+                Planned {
+                    frame: plan.frame.clone(),
+                    schema: Arc::clone(&plan.schema),
+                },
+            );
+        }
+        assert_eq!(cache.len(), PLAN_CACHE_BYTES / one);
+        assert!(cache.bytes() <= PLAN_CACHE_BYTES);
     }
 }

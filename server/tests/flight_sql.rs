@@ -324,11 +324,12 @@ async fn get_schema_poll_and_session_options() {
     let schema = Schema::try_from(&schema).unwrap();
     assert_eq!(schema.fields().len(), 2);
 
-    let poll = raw.poll_flight_info(descriptor).await.unwrap().into_inner();
-    assert!(
-        poll.flight_descriptor.is_none(),
-        "complete after the first poll"
-    );
+    // The query runs in the background; polls with the retry descriptor until it is complete.
+    let mut poll = raw.poll_flight_info(descriptor).await.unwrap().into_inner();
+    while let Some(retry) = poll.flight_descriptor.clone() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        poll = raw.poll_flight_info(retry).await.unwrap().into_inner();
+    }
     assert_eq!(poll.progress, Some(1.0));
     assert_eq!(poll.info.unwrap().endpoint.len(), 1);
 

@@ -14,6 +14,11 @@
 //! [`TABLE_ERROR_METADATA_KEY`] (`<gRPC code>: <message>`, the message as a client would get it
 //! from a query: the table's name, the file relative to the table, no warehouse paths), and the
 //! server logs a warning naming the table.
+//!
+//! The calls that read the catalogs (GetDbSchemas, GetTables, GetPrimaryKeys) run under a work
+//! slot (`admission`); GetTables with `include_schema` loads up to
+//! [`METADATA_LOAD_CONCURRENCY`] tables' metadata at once within it, so a catalog of a
+//! thousand tables is neither read one table after another nor a thousand loads at once.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
@@ -22,9 +27,11 @@ use arrow::array::{ArrayRef, Int32Builder, RecordBatch, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow_flight::sql::metadata::{GetCatalogsBuilder, GetTablesBuilder};
 use arrow_flight::sql::{CommandGetDbSchemas, CommandGetTables};
+use futures::StreamExt;
 use petrel_table_provider::catalog::{Namespace, TableIdent};
 use tonic::Status;
 
+use crate::admission::METADATA_LOAD_CONCURRENCY;
 use crate::engine::{CatalogSource, QueryEngine};
 use crate::error::{Error, to_status};
 use crate::flight_sql::xdbc::{precision_scale, sql_type_name};
@@ -222,9 +229,20 @@ pub(crate) async fn tables(
     }
     let empty = Schema::empty();
     let read_only = engine.options().read_only;
-    for (entry, source) in found {
-        if include_schema {
-            let schema = match table_schema(&source, &entry).await {
+    // Schemas are loaded concurrently (bounded), in listing order.
+    let mut loaded = futures::stream::iter(found)
+        .map(|(entry, source)| async move {
+            let schema = if include_schema {
+                Some(table_schema(&source, &entry).await)
+            } else {
+                None
+            };
+            (entry, schema)
+        })
+        .buffered(METADATA_LOAD_CONCURRENCY);
+    while let Some((entry, schema)) = loaded.next().await {
+        if let Some(schema) = schema {
+            let schema = match schema {
                 Ok(schema) => annotate_schema(&schema, &entry, read_only),
                 Err(e) => {
                     let status = Status::from(e);

@@ -12,13 +12,17 @@
 //!   appended to an Iceberg table (created, appended to or replaced), one snapshot
 //! - [`metadata`]: catalogs, schemas, tables, table types, primary and foreign keys
 //! - [`sql_info`], [`xdbc`]: GetSqlInfo and GetXdbcTypeInfo tables
+//! - [`poll`]: PollFlightInfo runs a statement query in the background and reports progress
+//! - [`cancel`]: CancelFlightInfo / CancelQuery answers per the Flight spec
 //!
 //! arrow-flight's blanket `FlightService` impl leaves out GetSchema, PollFlightInfo,
 //! CancelFlightInfo and the session-option actions, and has no auth hook: [`service`] wraps
 //! it in [`service::PetrelService`], the type actually served.
 
+pub mod cancel;
 pub mod ingest;
 pub mod metadata;
+pub mod poll;
 pub mod prepared;
 pub mod service;
 pub mod sql_info;
@@ -82,6 +86,8 @@ pub struct PetrelFlightSql {
     xdbc: Result<XdbcTypeInfoData, Status>,
     bound: prepared::BoundParameters,
     tickets: Arc<TicketSigner>,
+    /// Queries started by PollFlightInfo.
+    polls: poll::Polls,
 }
 
 impl std::fmt::Debug for PetrelFlightSql {
@@ -108,6 +114,7 @@ impl PetrelFlightSql {
             xdbc: xdbc::try_xdbc_type_info_data(),
             bound: prepared::BoundParameters::default(),
             tickets,
+            polls: poll::Polls::default(),
         }
     }
 
@@ -119,6 +126,11 @@ impl PetrelFlightSql {
     /// The engine.
     pub fn engine(&self) -> &Arc<QueryEngine> {
         &self.engine
+    }
+
+    /// The queries started by PollFlightInfo.
+    pub fn polls(&self) -> &poll::Polls {
+        &self.polls
     }
 
     /// The session store.
@@ -214,6 +226,10 @@ impl FlightSqlService for PetrelFlightSql {
     ) -> Result<Response<DoGetStream>, Status> {
         let who = identity(&request);
         let t = Tickets::new(&self.tickets, &who).open_statement(&ticket.statement_handle)?;
+        if let Some(result) = self.polls.take_result(&t) {
+            // The result of a polled query, computed already.
+            return Ok(Response::new(result));
+        }
         Ok(Response::new(
             statement::execute_ticket(&self.engine, t, &caller(&request)).await?,
         ))
@@ -251,11 +267,19 @@ impl FlightSqlService for PetrelFlightSql {
             return Err(status);
         }
         let session = self.sessions.current(&request);
+        let slot = self
+            .engine
+            .admission()
+            .admit("statement update (DoPut)")
+            .await
+            .inspect_err(|s| query_failed(Some(&query_id), &user, &ticket.query, s))?;
         let frame = self
             .engine
             .plan_write(&ticket.query, &session, &[])
             .await
             .inspect_err(|s| query_failed(Some(&query_id), &user, &ticket.query, s))?;
+        // (The write runs under a slot of its own.)
+        drop(slot);
         let n = self
             .engine
             .run_write(frame, &query_id, &user, &ticket.query)
@@ -423,6 +447,7 @@ impl FlightSqlService for PetrelFlightSql {
         query: CommandGetDbSchemas,
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
+        let _slot = self.engine.admission().admit("GetDbSchemas").await?;
         Self::batch(metadata::db_schemas(&self.engine, query).await)
     }
 
@@ -440,6 +465,7 @@ impl FlightSqlService for PetrelFlightSql {
         query: CommandGetTables,
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
+        let _slot = self.engine.admission().admit("GetTables").await?;
         Self::batch(metadata::tables(&self.engine, query).await)
     }
 
@@ -527,6 +553,7 @@ impl FlightSqlService for PetrelFlightSql {
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let (dc, ds) = self.default_names();
+        let _slot = self.engine.admission().admit("GetPrimaryKeys").await?;
         Self::batch(
             metadata::primary_keys(
                 &self.engine,
@@ -598,7 +625,7 @@ impl FlightSqlService for PetrelFlightSql {
         let info = FlightInfo::decode(query.info)
             .map_err(|e| Status::invalid_argument(format!("malformed FlightInfo: {e}")))?;
         let who = identity(&request);
-        let status = service::cancel_info(&self.engine, Tickets::new(&self.tickets, &who), &info)?;
+        let status = cancel::cancel_info(&self.engine, Tickets::new(&self.tickets, &who), &info)?;
         Ok(ActionCancelQueryResult {
             result: status as i32,
         })

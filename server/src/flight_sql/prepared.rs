@@ -40,14 +40,18 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use tonic::Status;
 
+use crate::cancellation::prepared_query_id;
 use crate::engine::{QueryEngine, flight_schema};
 use crate::error::to_status;
-use crate::flight_sql::statement::{DoGetStream, Logged, execute_ticket, flight_info, write_info};
+use crate::flight_sql::statement::{
+    DoGetStream, Logged, execute_registered, flight_info, write_info,
+};
 use crate::proto::petrel::{PreparedStatementHandle, SessionDefaults};
 use crate::tickets::{FORMAT_VERSION, Tickets, batches_to_ipc, ipc_to_batches, statement_ticket};
 
 /// Parameters last bound to each (parameter-less) handle, for clients that ignore the updated
-/// handle returned by DoPut. Bounded in entries and age.
+/// handle returned by DoPut. Bounded in entries, in age and in the bytes they hold together
+/// ([`BOUND_MAX_BYTES`]: the oldest are forgotten first).
 #[derive(Debug, Default)]
 pub struct BoundParameters {
     entries: std::sync::Mutex<std::collections::HashMap<Bytes, (Bytes, std::time::Instant)>>,
@@ -55,14 +59,34 @@ pub struct BoundParameters {
 
 const BOUND_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 const BOUND_MAX_ENTRIES: usize = 10_000;
+/// Bytes of remembered parameters (handles and values) at most.
+pub const BOUND_MAX_BYTES: usize = 64 << 20;
 
 impl BoundParameters {
     fn remember(&self, handle: &Bytes, parameters: Bytes) {
+        let size = handle.len() + parameters.len();
+        if size > BOUND_MAX_BYTES {
+            return;
+        }
         let mut e = crate::locks::lock(&self.entries);
         e.retain(|_, (_, at)| at.elapsed() < BOUND_TTL);
-        if e.len() < BOUND_MAX_ENTRIES || e.contains_key(handle) {
-            e.insert(handle.clone(), (parameters, std::time::Instant::now()));
+        e.remove(handle);
+        let mut held: usize = e.iter().map(|(h, (p, _))| h.len() + p.len()).sum();
+        if held + size > BOUND_MAX_BYTES || e.len() >= BOUND_MAX_ENTRIES {
+            // Forget the oldest until the new entry fits.
+            let mut by_age: Vec<(std::time::Instant, Bytes)> =
+                e.iter().map(|(h, (_, at))| (*at, h.clone())).collect();
+            by_age.sort_by_key(|(at, _)| *at);
+            for (_, oldest) in by_age {
+                if held + size <= BOUND_MAX_BYTES && e.len() < BOUND_MAX_ENTRIES {
+                    break;
+                }
+                if let Some((p, _)) = e.remove(&oldest) {
+                    held -= oldest.len() + p.len();
+                }
+            }
         }
+        e.insert(handle.clone(), (parameters, std::time::Instant::now()));
     }
 
     fn recall(&self, handle: &Bytes) -> Option<Bytes> {
@@ -96,7 +120,9 @@ pub(crate) async fn create(
             "transactions are not supported (each statement commits on its own)",
         ));
     }
+    let slot = engine.admission().admit("CreatePreparedStatement").await?;
     let frame = engine.plan_sql(&req.query, &session).await?;
+    drop(slot);
     let dataset = if QueryEngine::is_write(&frame) {
         Schema::empty()
     } else {
@@ -129,6 +155,8 @@ pub(crate) async fn bind(
     let original_had_parameters = !handle.parameters.is_empty();
     let received = read_parameters(stream).await?;
     let session = handle.session.clone().unwrap_or_default();
+    // (Taken after the upload: a slow client does not hold a slot while it sends.)
+    let _slot = engine.admission().admit("parameter bind (DoPut)").await?;
     let frame = engine.plan_sql(&handle.sql, &session).await?;
     let expected = QueryEngine::parameter_schema(&frame)?.fields().len();
     if let Some((schema, batches)) = received {
@@ -220,6 +248,10 @@ pub(crate) async fn flight_info_for(
     }
     let session = handle.session.clone().unwrap_or_default();
     let first = first_row(&handle.parameters)?;
+    let slot = engine
+        .admission()
+        .admit(super::statement::rpc_name(schema_only))
+        .await?;
     if first.is_none() {
         let frame = engine.plan_sql(&handle.sql, &session).await?;
         let n = QueryEngine::parameter_schema(&frame)?.fields().len();
@@ -239,6 +271,8 @@ pub(crate) async fn flight_info_for(
             let frame = engine
                 .plan_write(&handle.sql, &session, &handle.parameters)
                 .await?;
+            // (The write runs under a slot of its own.)
+            drop(slot);
             Some(
                 engine
                     .run_write(frame, &ticket.query_id, user, &handle.sql)
@@ -247,6 +281,10 @@ pub(crate) async fn flight_info_for(
             )
         };
         return write_info(tickets, ticket.query_id.clone(), count, &ticket, descriptor);
+    }
+    if !schema_only {
+        // The ticket's query id is what CancelFlightInfo names.
+        engine.cancellations().issued(&ticket.query_id);
     }
     flight_info(&planned.schema, tickets.statement(&ticket), descriptor)
 }
@@ -274,17 +312,26 @@ pub(crate) async fn update(
     }
     let session = handle.session.clone().unwrap_or_default();
     let query_id = Bytes::from(crate::auth::random_bytes(16));
+    let slot = engine
+        .admission()
+        .admit("prepared update (DoPut)")
+        .await
+        .inspect_err(|s| crate::telemetry::query_failed(Some(&query_id), user, &handle.sql, s))?;
     let frame = engine
         .plan_write(&handle.sql, &session, &handle.parameters)
         .await
         .inspect_err(|s| crate::telemetry::query_failed(Some(&query_id), user, &handle.sql, s))?;
+    drop(slot);
     let n = engine
         .run_write(frame, &query_id, user, &handle.sql)
         .await?;
     i64::try_from(n).map_err(|_| Status::internal("row count exceeds i64"))
 }
 
-/// DoGet with a `CommandPreparedStatementQuery` as the ticket (some clients send that).
+/// DoGet with a `CommandPreparedStatementQuery` as the ticket (some clients send that). The
+/// query id is derived from the handle (`cancellation::prepared_query_id`), so a
+/// CancelFlightInfo whose endpoint names the same handle stops it; the handle runs normally
+/// again afterwards.
 pub(crate) async fn execute(
     engine: &QueryEngine,
     tickets: Tickets<'_>,
@@ -292,10 +339,34 @@ pub(crate) async fn execute(
     user: &str,
 ) -> Result<DoGetStream, Status> {
     let handle = tickets.open_handle(&cmd.prepared_statement_handle)?;
-    let ticket = statement_ticket(
+    let mut ticket = statement_ticket(
         &handle.sql,
         handle.session.clone().unwrap_or_default(),
         handle.parameters.clone(),
     );
-    execute_ticket(engine, ticket, user).await
+    ticket.query_id = prepared_query_id(&cmd.prepared_statement_handle);
+    let registration = engine.cancellations().start_prepared(&ticket.query_id);
+    execute_registered(engine, ticket, user, registration).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembered_parameters_are_bounded_by_bytes() {
+        let bound = BoundParameters::default();
+        let big = Bytes::from(vec![0u8; 8 << 20]);
+        for i in 0..20u8 {
+            bound.remember(&Bytes::from(vec![i; 16]), big.clone());
+        }
+        let held: usize = crate::locks::lock(&bound.entries)
+            .iter()
+            .map(|(h, (p, _))| h.len() + p.len())
+            .sum();
+        assert!(held <= BOUND_MAX_BYTES, "{held}");
+        // The newest is kept, the oldest forgotten.
+        assert!(bound.recall(&Bytes::from(vec![19u8; 16])).is_some());
+        assert!(bound.recall(&Bytes::from(vec![0u8; 16])).is_none());
+    }
 }

@@ -9,11 +9,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use arrow_flight::flight_service_server::FlightService;
-use arrow_flight::sql::{Any, Command, TicketStatementQuery};
+use arrow_flight::sql::{Any, Command};
 use arrow_flight::{
-    Action, ActionType, BasicAuth, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus,
-    Criteria, Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest, HandshakeResponse,
-    PollInfo, PutResult, SchemaResult, Ticket,
+    Action, ActionType, BasicAuth, CancelFlightInfoRequest, CancelFlightInfoResult, Criteria,
+    Empty, FlightData, FlightDescriptor, FlightInfo, HandshakeRequest, HandshakeResponse, PollInfo,
+    PutResult, SchemaResult, Ticket,
 };
 use futures::{Stream, StreamExt};
 use prost::Message;
@@ -21,8 +21,7 @@ use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::Authenticator;
-use crate::engine::QueryEngine;
-use crate::flight_sql::PetrelFlightSql;
+use crate::flight_sql::{PetrelFlightSql, cancel, poll};
 use crate::proto::flight_session::{
     CloseSessionResult, GetSessionOptionsResult, SessionOptionValue, SetSessionOptionsRequest,
     SetSessionOptionsResult, close_session_result, session_option_value,
@@ -64,34 +63,6 @@ impl PetrelService {
         };
         Response::new(Box::pin(futures::stream::iter([Ok(r)])))
     }
-}
-
-/// Cancels every query whose ticket is in `info`; the status for CancelFlightInfo /
-/// CancelQuery. Only tickets issued to the caller (`tickets`) are accepted, so nobody cancels
-/// another user's query.
-pub(crate) fn cancel_info(
-    engine: &QueryEngine,
-    tickets: Tickets<'_>,
-    info: &FlightInfo,
-) -> Result<CancelStatus, Status> {
-    let mut any = false;
-    for ep in &info.endpoint {
-        let Some(ticket) = &ep.ticket else { continue };
-        let msg = Any::decode(ticket.ticket.clone())
-            .map_err(|e| Status::invalid_argument(format!("malformed ticket: {e}")))?;
-        let Ok(Some(t)) = msg.unpack::<TicketStatementQuery>() else {
-            // Metadata tickets finish immediately; nothing to cancel.
-            continue;
-        };
-        let st = tickets.open_statement(&t.statement_handle)?;
-        engine.cancel(&st.query_id);
-        any = true;
-    }
-    Ok(if any {
-        CancelStatus::Cancelled
-    } else {
-        CancelStatus::NotCancellable
-    })
 }
 
 #[tonic::async_trait]
@@ -158,8 +129,38 @@ impl FlightService for PetrelService {
         mut request: Request<FlightDescriptor>,
     ) -> Result<Response<PollInfo>, Status> {
         self.check(&mut request).await?;
-        // Planning is synchronous and execution is driven by DoGet, so the first poll already
-        // returns the complete FlightInfo (no further descriptor to poll).
+        let who = crate::flight_sql::identity(&request);
+        let tickets = Tickets::new(self.inner.ticket_signer(), &who);
+        let polls = self.inner.polls();
+        // A retry descriptor: the progress (or the result) of a query started before.
+        if let Some(ticket) = poll::open_retry_descriptor(tickets, request.get_ref()) {
+            return Ok(Response::new(polls.poll(tickets, &ticket?).await?));
+        }
+        // A statement query: started in the background (`poll`).
+        if let Some(cmd) = poll::statement_query(request.get_ref()) {
+            let engine = self.inner.engine();
+            let session = self.inner.sessions().current(&request);
+            let user = crate::flight_sql::caller(&request);
+            match poll::plan_query(engine, &cmd, session).await {
+                Ok(Some((ticket, planned, slot))) => {
+                    let Some(registration) = engine.cancellations().start(&ticket.query_id) else {
+                        return Err(Status::internal("a fresh query id was cancelled"));
+                    };
+                    let info = polls
+                        .start(tickets, ticket, planned, slot, registration)
+                        .await?;
+                    return Ok(Response::new(info));
+                }
+                // A write: GetFlightInfo runs it once, below.
+                Ok(None) => {}
+                Err(status) => {
+                    crate::telemetry::query_failed(None, &user, &cmd.query, &status);
+                    return Err(status);
+                }
+            }
+        }
+        // Anything else (a write, a prepared statement, a metadata command) is complete at
+        // once: its FlightInfo, as GetFlightInfo answers it.
         let info = FlightService::get_flight_info(&self.inner, request)
             .await?
             .into_inner();
@@ -246,7 +247,7 @@ impl FlightService for PetrelService {
                 })?;
                 let who = crate::flight_sql::identity(&request);
                 let tickets = Tickets::new(self.inner.ticket_signer(), &who);
-                let status = cancel_info(self.inner.engine(), tickets, &info)?;
+                let status = cancel::cancel_info(self.inner.engine(), tickets, &info)?;
                 Ok(Self::action_result(CancelFlightInfoResult {
                     status: status as i32,
                 }))

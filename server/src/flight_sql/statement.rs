@@ -104,7 +104,10 @@ pub(crate) async fn plan_statement(
 ) -> Result<(FlightInfo, StatementTicket), Status> {
     let ticket = statement_ticket(sql, session.clone(), Default::default());
     let result = async {
+        let slot = engine.admission().admit(rpc_name(schema_only)).await?;
         let planned = engine.plan(sql, &session, None).await?;
+        // (A write planned here runs under a slot of its own.)
+        drop(slot);
         if QueryEngine::is_write(&planned.frame) {
             if !QueryEngine::parameter_schema(&planned.frame)?
                 .fields()
@@ -136,7 +139,11 @@ pub(crate) async fn plan_statement(
             ));
         }
         let info = flight_info(&planned.schema, tickets.statement(&ticket), descriptor)?;
-        engine.keep_plan(&ticket, planned);
+        if !schema_only {
+            // GetSchema hands out no ticket: nothing to keep, nothing to cancel.
+            engine.cancellations().issued(&ticket.query_id);
+            engine.keep_plan(&ticket, planned);
+        }
         Ok(info)
     }
     .await;
@@ -148,6 +155,15 @@ pub(crate) async fn plan_statement(
             }
             Err(Logged::strip(status))
         }
+    }
+}
+
+/// The planning RPC, as named in a "server busy" error.
+pub(crate) fn rpc_name(schema_only: bool) -> &'static str {
+    if schema_only {
+        "GetSchema"
+    } else {
+        "GetFlightInfo"
     }
 }
 
@@ -174,15 +190,35 @@ impl Logged {
     }
 }
 
-/// Runs a ticket for `user` and encodes its batches as Flight data. A failure before the
-/// first batch is logged here, one while streaming by the engine's query stream.
+/// Runs a statement ticket for `user` and encodes its batches as Flight data; refused with
+/// CANCELLED when its query was cancelled (`cancellation`).
 pub(crate) async fn execute_ticket(
     engine: &QueryEngine,
     ticket: StatementTicket,
     user: &str,
 ) -> Result<DoGetStream, Status> {
+    let Some(registration) = engine.cancellations().start(&ticket.query_id) else {
+        let status: Status = crate::error::Error::Cancelled(
+            "query was cancelled (CancelFlightInfo / CancelQuery)".into(),
+        )
+        .into();
+        query_failed(Some(&ticket.query_id), user, &ticket.sql, &status);
+        return Err(status);
+    };
+    execute_registered(engine, ticket, user, registration).await
+}
+
+/// Runs `ticket` under its cancellation `registration` and encodes its batches as Flight data.
+/// A failure before the first batch is logged here, one while streaming by the engine's query
+/// stream.
+pub(crate) async fn execute_registered(
+    engine: &QueryEngine,
+    ticket: StatementTicket,
+    user: &str,
+    registration: crate::cancellation::Registration,
+) -> Result<DoGetStream, Status> {
     let (id, sql) = (ticket.query_id.clone(), ticket.sql.clone());
-    match engine.execute(ticket, user).await {
+    match engine.execute(ticket, user, registration).await {
         Ok((schema, stream)) => Ok(encode(schema, stream)),
         Err(status) => {
             query_failed(Some(&id), user, &sql, &status);

@@ -8,6 +8,7 @@
 //! - an unknown outcome (`CommitStateUnknown`, here after the swap really happened) is reported
 //!   as such, never retried, and no file is deleted: the committed snapshot stays readable;
 //! - any other commit error deletes what the INSERT wrote and commits nothing.
+//! - the same for an upsert, whose data files and equality-delete files go or stay together.
 
 mod common;
 
@@ -218,4 +219,71 @@ async fn commit_outcomes_decide_retries_and_cleanup() {
         6,
         "the data files of the unknown commit were kept"
     );
+}
+
+/// An upsert (data files and equality-delete files in one commit) under the same faults: a
+/// failed commit deletes both kinds of files; an unknown outcome is not retried and keeps them,
+/// and the upsert it made is what the table reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_upserts_leave_no_data_or_delete_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let warehouse = dir.path().join("warehouse");
+    std::fs::create_dir_all(&warehouse).expect("mkdir");
+    let catalog = Arc::new(FaultyCatalog {
+        inner: FileSystemCatalog::new(warehouse.to_str().expect("utf8")).expect("catalog"),
+        fault: std::sync::Mutex::new(Fault::None),
+        commits: AtomicU32::new(0),
+    });
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog) as Arc<dyn Catalog>)]);
+    for sql in [
+        "CREATE SCHEMA iceberg.db",
+        "CREATE TABLE iceberg.db.t (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) \
+         PARTITIONED BY (bucket(2, id)) TBLPROPERTIES ('write.upsert.enabled'='true', \
+         'commit.retry.num-retries'='1', 'commit.retry.min-wait-ms'='1')",
+    ] {
+        execute_ddl(&ctx, parse_ddl(sql).expect("parse").expect("ddl"))
+            .await
+            .expect(sql);
+    }
+    let table_dir = warehouse.join("db").join("t");
+    query(
+        &ctx,
+        "INSERT INTO iceberg.db.t VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+    )
+    .await
+    .expect("first upsert");
+    let settled = files_under(&table_dir);
+    let upsert = "INSERT INTO iceberg.db.t VALUES (1, 'x'), (4, 'y')";
+    let values = |ctx: SessionContext| async move {
+        let batches = query(&ctx, "SELECT v FROM iceberg.db.t ORDER BY id")
+            .await
+            .expect("read");
+        common::rows_json(&batches, &[])
+            .into_iter()
+            .map(|r| r[0].as_str().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+    };
+
+    for fault in [Fault::Broken, Fault::Conflicts(2)] {
+        catalog.set(fault);
+        query(&ctx, upsert).await.expect_err("commit fails");
+        assert_eq!(
+            files_under(&table_dir),
+            settled,
+            "{fault:?}: nothing left behind"
+        );
+    }
+    assert_eq!(values(ctx.clone()).await, ["a", "b", "c"]);
+
+    catalog.set(Fault::UnknownAfterSuccess);
+    query(&ctx, upsert).await.expect_err("unknown outcome");
+    assert_eq!(catalog.commits.load(Ordering::SeqCst), 1, "never retried");
+    catalog.set(Fault::None);
+    let kept = files_under(&table_dir);
+    assert!(
+        kept.iter()
+            .any(|p| p.to_string_lossy().ends_with("-deletes.parquet") && !settled.contains(p)),
+        "the unknown commit's equality deletes are kept"
+    );
+    assert_eq!(values(ctx.clone()).await, ["x", "b", "c", "y"]);
 }

@@ -18,6 +18,9 @@
 //!   in-memory tables and anything else cannot be written;
 //! - Spark's DDL for Iceberg tables (`CREATE/DROP SCHEMA`, `CREATE [OR …] TABLE`, `DROP
 //!   TABLE`) never reaches this check: the engine plans it itself (`petrel_table_provider::ddl`);
+//! - Spark's `CALL catalog.system.procedure(…)` and branch / tag statements
+//!   (`petrel_table_provider::procedures`), planned by the engine, pass as the statement
+//!   itself (a `CALL` runs on the query path and returns the procedure's rows);
 //! - everything else is refused with a message saying why: `COPY ... TO`, DataFusion's DDL
 //!   (`CREATE EXTERNAL TABLE`, views, functions), `SET` and other statements, `REPLACE INTO`,
 //!   a write nested in `EXPLAIN ANALYZE` (which would run it);
@@ -32,7 +35,7 @@ use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::{DdlStatement, DmlStatement, LogicalPlan, WriteOp};
 use petrel_table_provider::IcebergTableProvider;
-use petrel_table_provider::statements::is_petrel_write;
+use petrel_table_provider::statements::{is_petrel_write, is_procedure_call};
 use tonic::Status;
 
 /// The table functions SQL may call (they compute rows; none reads or writes a file). The
@@ -127,7 +130,11 @@ fn refusal_of(node: &LogicalPlan, is_top: bool) -> Option<Status> {
         LogicalPlan::Dml(_) if is_top => None,
         LogicalPlan::Dml(dml) => Some(nested_write(dml)),
         // Petrel's own statements (DDL, and the writes `plan_statement` plans), as the statement.
-        LogicalPlan::Extension(_) if is_top && is_petrel_write(node) => None,
+        LogicalPlan::Extension(_)
+            if is_top && (is_petrel_write(node) || is_procedure_call(node)) =>
+        {
+            None
+        }
         LogicalPlan::Extension(e) => Some(Status::permission_denied(format!(
             "{} is only allowed as the statement itself",
             e.node.name()

@@ -287,6 +287,10 @@ mod tests {
                 "SELECT * FROM iceberg.db.T.tag_v1 WHERE x = 'a.b.c.branch_d'",
                 "SELECT * FROM iceberg.db.\"t@@ref=v1\" WHERE x = 'a.b.c.branch_d'",
             ),
+            (
+                "INSERT INTO iceberg.db.t.branch_audit VALUES (10)",
+                "INSERT INTO iceberg.db.\"t@@ref=audit\" VALUES (10)",
+            ),
             // Three parts may be catalog.ns.table: left alone.
             ("SELECT * FROM db.t.branch_b", "SELECT * FROM db.t.branch_b"),
             ("SELECT * FROM c.db.t.other", "SELECT * FROM c.db.t.other"),

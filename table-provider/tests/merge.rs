@@ -566,3 +566,77 @@ async fn merges_follow_spark_semantics() {
         }
     }
 }
+
+/// What Spark refuses is refused with a message naming the problem, and nothing is committed;
+/// a lone unconditional `WHEN MATCHED THEN DELETE` needs no cardinality check (Spark's
+/// exception): a target row matched twice is deleted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_mistakes_are_refused_clearly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_warehouse, fs) = warehouse_with_db(dir.path()).await;
+    let ctx = session(vec![("iceberg", Arc::clone(&fs))]);
+    run_ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.t (id BIGINT NOT NULL, region STRING, amount BIGINT)",
+    )
+    .await;
+    query(
+        &ctx,
+        "INSERT INTO iceberg.db.t VALUES (1, 'x', 10), (2, 'y', 20), (3, 'x', 30)",
+    )
+    .await
+    .expect("insert");
+    run_ddl(&ctx, "CREATE TABLE iceberg.db.s (id BIGINT, note STRING)").await;
+    query(&ctx, "INSERT INTO iceberg.db.s VALUES (1, 'a'), (4, 'b')")
+        .await
+        .expect("insert");
+    let merge = "MERGE INTO iceberg.db.t t USING iceberg.db.s s ON t.id = s.id";
+    for (sql, needle) in [
+        (
+            format!("{merge} WHEN NOT MATCHED THEN INSERT (id, amount) VALUES (s.id, t.amount)"),
+            "WHEN NOT MATCHED",
+        ),
+        (
+            format!("{merge} WHEN MATCHED THEN UPDATE SET nope = 1"),
+            "no column nope",
+        ),
+        (
+            format!("{merge} WHEN MATCHED THEN DELETE WHEN MATCHED AND s.id = 1 THEN DELETE"),
+            "only the last one can omit the condition",
+        ),
+        (
+            format!("{merge} WHEN NOT MATCHED BY SOURCE THEN UPDATE SET *"),
+            "UPDATE SET * needs a source row",
+        ),
+        (
+            format!("{merge} WHEN NOT MATCHED THEN INSERT *"),
+            "the source has no column region",
+        ),
+        (
+            format!("EXPLAIN ANALYZE {merge} WHEN MATCHED THEN DELETE"),
+            "would run the MERGE",
+        ),
+        (
+            "MERGE INTO iceberg.information_schema.tables t USING iceberg.db.s s \
+             ON t.table_name = s.note WHEN MATCHED THEN DELETE"
+                .to_string(),
+            "only Iceberg tables",
+        ),
+    ] {
+        let err = query(&ctx, &sql).await.expect_err(&sql);
+        assert!(err.to_string().contains(needle), "{sql}: {err}");
+    }
+    assert_eq!(snapshots(fs.as_ref(), "t").await, 1);
+
+    let n = write_count(
+        &ctx,
+        "MERGE INTO iceberg.db.t t USING (SELECT id FROM iceberg.db.s UNION ALL \
+         SELECT id FROM iceberg.db.s) s ON t.id = s.id WHEN MATCHED THEN DELETE",
+    )
+    .await;
+    assert_eq!(n, 1);
+    assert_eq!(
+        rows(&ctx, "iceberg.db.t").await,
+        vec![r#"[2,"y",20]"#, r#"[3,"x",30]"#]
+    );
+}

@@ -122,6 +122,7 @@ async fn plan_merge(state: &SessionState, statement: MergeStatement) -> Result<L
     // The source, planned as the query `SELECT * FROM <source>`, with its row marker.
     let source_query = format!("SELECT * FROM {}", statement.source);
     let source = state.create_logical_plan(&source_query).await?;
+    let source_schema = Arc::clone(source.schema());
     let source_columns: Vec<(Option<TableReference>, FieldRef)> = source
         .schema()
         .iter()
@@ -180,7 +181,7 @@ async fn plan_merge(state: &SessionState, statement: MergeStatement) -> Result<L
     {
         let scope = match kind {
             ClauseKind::Matched => &both,
-            ClauseKind::NotMatched => source.schema().as_ref(),
+            ClauseKind::NotMatched => source_schema.as_ref(),
             ClauseKind::NotMatchedBySource => target.schema().as_ref(),
         };
         let what = kind.sql();
@@ -224,12 +225,13 @@ async fn plan_merge(state: &SessionState, statement: MergeStatement) -> Result<L
                         )));
                     }
                     for (index, value) in values.iter().enumerate() {
-                        let what = format!("the value of {} in INSERT", columns[index].name());
+                        let what =
+                            format!("the value of {} in {what} … INSERT", columns[index].name());
                         row[index] = Some(sql_expr(state, value, scope, &what)?);
                     }
                 } else {
                     for (column, value) in named.iter().zip(&values) {
-                        let what = format!("the value of {column} in INSERT");
+                        let what = format!("the value of {column} in {what} … INSERT");
                         row[column_index(column)?] = Some(sql_expr(state, value, scope, &what)?);
                     }
                 }

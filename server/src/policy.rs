@@ -21,6 +21,9 @@
 //! - Spark's `CALL catalog.system.procedure(…)` and branch / tag statements
 //!   (`petrel_table_provider::procedures`), planned by the engine, pass as the statement
 //!   itself (a `CALL` runs on the query path and returns the procedure's rows);
+//! - `MERGE INTO` an Iceberg table (`petrel_table_provider::row_level::merge_plan`, through
+//!   `plan_statement`) passes as the statement itself or under a plain `EXPLAIN`; its source
+//!   and ON condition are part of its plan, so what it reads is walked like any query;
 //! - everything else is refused with a message saying why: `COPY ... TO`, DataFusion's DDL
 //!   (`CREATE EXTERNAL TABLE`, views, functions), `SET` and other statements, `REPLACE INTO`,
 //!   a write nested in `EXPLAIN ANALYZE` (which would run it);

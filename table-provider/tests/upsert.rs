@@ -484,7 +484,8 @@ async fn repeated_keys_keep_the_last_row_and_bad_upserts_are_refused() {
 async fn upsert_throughput_against_append() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_warehouse, catalog) = common::warehouse_with_db(dir.path()).await;
-    let ctx = ordered_session(vec![("iceberg", Arc::clone(&catalog))]).await;
+    // The default session (round-robin on): both writes spread over the writer tasks alike.
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
     let rows = |from: i64| -> RecordBatch {
         to_batch(
             &(from..from + 100_000)

@@ -249,6 +249,7 @@ impl Authenticator {
                 None => return Err(bad()),
             },
         };
+        let address = peer;
         let peer = peer_key(peer);
         self.failures.take(peer)?;
         let permit = match tokio::time::timeout(
@@ -281,6 +282,8 @@ impl Authenticator {
         .await
         .unwrap_or(false);
         if !(verified && exists) {
+            // The user name and the peer only: never the password or the header.
+            tracing::warn!(user = %user, peer = ?address, "authentication failed");
             return Err(bad());
         }
         self.failures.give_back(peer);

@@ -18,6 +18,9 @@
 //! max_concurrent_queries = 16
 //! target_partitions = 4
 //! read_only = false            # true: queries only, every INSERT refused
+//! metrics_addr = "127.0.0.1:9464"  # Prometheus metrics at /metrics (default: off)
+//! log_format = "json"          # or "text" (the default)
+//! slow_query_ms = 5000         # queries this slow are logged with their Iceberg scans
 //!
 //! [[catalog]]
 //! name = "iceberg"
@@ -46,14 +49,19 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 use serde::Deserialize;
 
+pub use crate::telemetry::LogFormat;
+
 /// Text after `--help` of `petrel` and `petrel serve`.
 const SERVE_AFTER_HELP: &str = "\
 Settings come from flags, then PETREL_* environment variables, then the TOML file given by
 --config, then built-in defaults (the first that sets a value wins). `petrel config
 --print-default` prints every TOML key with its default; docs/configuration.md describes them.
 
-Logging goes to stderr; RUST_LOG filters it (default: warn,petrel=info,petrel_server=info).
-Each query logs one line: `query` when it finished, `query failed` with its gRPC code otherwise.
+Logging goes to stderr as text or JSON lines (--log-format); RUST_LOG filters it (default:
+warn,petrel=info,petrel_server=info). Each query logs one line: `query` when it finished,
+`query failed` with its gRPC code otherwise, plus `slow query` when it took --slow-query-ms or
+more. --metrics-addr serves Prometheus metrics at http://ADDR/metrics; the Flight port also
+answers the gRPC health service (grpc.health.v1.Health).
 
 With no catalog configured, petrel serves the embedded demo warehouse ./petrel-warehouse
 (--data-dir) as catalog `petrel`, with the table petrel.demo.seabirds.";
@@ -203,6 +211,20 @@ pub struct ServeArgs {
     /// Write the bound address to this file once listening (for scripts and tests).
     #[arg(long, env = "PETREL_PORT_FILE")]
     pub port_file: Option<PathBuf>,
+
+    /// Serve Prometheus metrics over HTTP at this address, path /metrics (unauthenticated:
+    /// keep it private), e.g. 127.0.0.1:9464 [default: off].
+    #[arg(long, env = "PETREL_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+
+    /// Log lines as `text` or `json` (one object per line) [default: text].
+    #[arg(long, value_enum, env = "PETREL_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+
+    /// Log queries taking this many milliseconds or more as `slow query`, with their SQL and
+    /// Iceberg scans (0: every query) [default: 5000].
+    #[arg(long, env = "PETREL_SLOW_QUERY_MS")]
+    pub slow_query_ms: Option<u64>,
 }
 
 /// The TOML file's shape.
@@ -237,6 +259,12 @@ pub struct FileConfig {
     pub ticket_secret: Option<String>,
     /// Sessions kept at most.
     pub max_sessions: Option<usize>,
+    /// Prometheus metrics address.
+    pub metrics_addr: Option<SocketAddr>,
+    /// `text` or `json`.
+    pub log_format: Option<LogFormat>,
+    /// Slow-query threshold in milliseconds.
+    pub slow_query_ms: Option<u64>,
     /// Catalogs.
     #[serde(default, rename = "catalog")]
     pub catalogs: Vec<CatalogConfig>,
@@ -360,6 +388,12 @@ pub struct ServerConfig {
     pub read_only: bool,
     /// Where to write the bound address.
     pub port_file: Option<PathBuf>,
+    /// Where to serve Prometheus metrics (None: nowhere).
+    pub metrics_addr: Option<SocketAddr>,
+    /// Log line format.
+    pub log_format: LogFormat,
+    /// Queries this slow (milliseconds) are logged as `slow query`.
+    pub slow_query_ms: u64,
 }
 
 /// Default listen address.
@@ -433,6 +467,19 @@ queue_timeout_secs = 30
 # Flight sessions (SetSessionOptions: current catalog and schema) kept at most
 # (PETREL_MAX_SESSIONS); one more forgets the least recently used.
 max_sessions = 10000
+
+# Prometheus metrics over HTTP at http://<metrics_addr>/metrics (PETREL_METRICS_ADDR). No
+# authentication: bind it where only the scraper reaches it. Default: off.
+# metrics_addr = "127.0.0.1:9464"
+
+# Log lines as "text" or "json" (one object per line) (PETREL_LOG_FORMAT, --log-format).
+# RUST_LOG filters them.
+log_format = "text"
+
+# Queries taking this many milliseconds or more are logged once more as `slow query`, with
+# their SQL (cut to 2000 characters), duration, rows, bytes and Iceberg scans (snapshot,
+# manifests and files pruned, delete files applied) (PETREL_SLOW_QUERY_MS). 0: every query.
+slow_query_ms = 5000
 
 # Catalogs, in order (none: the embedded default). `--warehouse DIR` (PETREL_WAREHOUSE) adds a
 # filesystem catalog named `iceberg`.
@@ -594,6 +641,12 @@ impl ServeArgs {
             target_partitions: self.target_partitions.or(file.target_partitions),
             read_only: self.read_only || file.read_only.unwrap_or(false),
             port_file: self.port_file.clone(),
+            metrics_addr: self.metrics_addr.or(file.metrics_addr),
+            log_format: self.log_format.or(file.log_format).unwrap_or_default(),
+            slow_query_ms: self
+                .slow_query_ms
+                .or(file.slow_query_ms)
+                .unwrap_or(crate::telemetry::DEFAULT_SLOW_QUERY_MS),
         })
     }
 }
@@ -677,6 +730,7 @@ mod tests {
         assert_eq!(file.users.len(), 1);
         assert!(file.tls.is_some_and(|t| t.client_ca.is_some()));
         assert!(file.default_catalog.is_some() && file.target_partitions.is_some());
+        assert!(file.metrics_addr.is_some());
     }
 
     #[test]

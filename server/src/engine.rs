@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use bytes::Bytes;
 use datafusion::catalog::CatalogProvider;
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::dataframe::DataFrame;
@@ -33,7 +32,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext, SessionState};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
-use futures::stream::{BoxStream, Stream, StreamExt};
+use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use petrel_table_provider::catalog::Catalog;
 use petrel_table_provider::statements::{is_petrel_write, plan_statement};
 use petrel_table_provider::{
@@ -52,6 +51,7 @@ use crate::parameters::{DEFAULT_MAX_PARAMETER_ROWS, ParameterRows};
 use crate::plan_cache::PlanCache;
 use crate::policy::{self, Policy};
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
+use crate::query_report::QueryReport;
 use crate::sql_text::{normalize_sql, order_placeholders};
 
 /// A catalog as the server sees it: Iceberg catalogs are listed through Petrel's async
@@ -207,6 +207,11 @@ impl QueryEngine {
         self.planned.len()
     }
 
+    /// The template session state (catalogs, runtime and its caches), for metrics.
+    pub fn state(&self) -> &SessionState {
+        &self.base
+    }
+
     /// A fresh context for one statement under `session`.
     pub fn context(&self, session: &SessionDefaults) -> Result<SessionContext, Status> {
         let mut config = self.base.config().clone();
@@ -243,7 +248,10 @@ impl QueryEngine {
         session: &SessionDefaults,
     ) -> Result<DataFrame, Status> {
         let ctx = self.context(session)?;
-        self.plan_in(&ctx, sql).await
+        let started = Instant::now();
+        let planned = self.plan_in(&ctx, sql).await;
+        crate::metrics::global().planned(crate::metrics::Stage::Sql, started.elapsed());
+        planned
     }
 
     async fn plan_in(&self, ctx: &SessionContext, sql: &str) -> Result<DataFrame, Status> {
@@ -393,7 +401,8 @@ impl QueryEngine {
         user: &str,
         sql: &str,
     ) -> Result<u64, Status> {
-        let started = Instant::now();
+        let report = QueryReport::new(query_id, user, sql);
+        let observer = report.observer();
         let result = async {
             if !Self::is_write(&frame) {
                 return Err(Status::invalid_argument(
@@ -402,22 +411,12 @@ impl QueryEngine {
                 ));
             }
             let _permit = self.admission.admit("write").await?;
-            let batches = frame.collect().await.map_err(df_status)?;
+            let stream = crate::query_report::execute(frame, &observer).await?;
+            let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(df_status)?;
             write_count(&batches)
         }
         .await;
-        match &result {
-            Ok(rows) => tracing::info!(
-                query_id = %crate::telemetry::query_id_hex(query_id),
-                user = %user,
-                sql = %sql,
-                rows = *rows,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                outcome = "complete",
-                "query"
-            ),
-            Err(status) => crate::telemetry::query_failed(Some(query_id), user, sql, status),
-        }
+        report.write_finished(&result);
         result
     }
 
@@ -443,14 +442,16 @@ impl QueryEngine {
     /// Runs a ticket's statement for `user`: once, or once per bound parameter row with the
     /// results concatenated. `registration` is the query's entry in the cancellation registry
     /// (taken before planning, so a cancel during planning or queueing is seen). Returns the
-    /// result schema and the stream of batches (which logs the query when it ends:
-    /// `telemetry`).
+    /// result schema and the stream of batches (which logs and counts the query when it ends:
+    /// `query_report`).
     pub async fn execute(
         &self,
         ticket: StatementTicket,
         user: &str,
         registration: Registration,
     ) -> Result<(SchemaRef, BoxStream<'static, Result<RecordBatch, Status>>), Status> {
+        let report = QueryReport::new(&ticket.query_id, user, &ticket.sql);
+        let observer = report.observer();
         let cancelled = || -> Status {
             Error::Cancelled("query cancelled (CancelFlightInfo / CancelQuery)".into()).into()
         };
@@ -467,7 +468,7 @@ impl QueryEngine {
                 None => self.plan(&ticket.sql, &session, None).await?,
             };
             refuse_write_ticket(&planned.frame)?;
-            let stream = planned.frame.execute_stream().await.map_err(df_status)?;
+            let stream = crate::query_report::execute(planned.frame, &observer).await?;
             (planned.schema, stream.map(|r| r.map_err(df_status)).boxed())
         } else {
             // Planned once; each row is bound and run when the previous one's results are
@@ -480,18 +481,23 @@ impl QueryEngine {
             let rows = Arc::new(rows);
             let stream = futures::stream::iter(0..rows.len())
                 .then(move |index| {
-                    let (unbound, rows, expected) =
-                        (unbound.clone(), Arc::clone(&rows), Arc::clone(&expected));
+                    let (unbound, rows, expected, observer) = (
+                        unbound.clone(),
+                        Arc::clone(&rows),
+                        Arc::clone(&expected),
+                        observer.clone(),
+                    );
                     async move {
                         let frame = rows
                             .row(index)
                             .and_then(|row| bind(unbound, row))
                             .and_then(|frame| same_result_type(frame, &expected));
                         match frame {
-                            Ok(frame) => match frame.execute_stream().await {
+                            Ok(frame) => match crate::query_report::execute(frame, &observer).await
+                            {
                                 Ok(s) => s.map(|r| r.map_err(df_status)).boxed(),
-                                Err(e) => {
-                                    futures::stream::once(async move { Err(df_status(e)) }).boxed()
+                                Err(status) => {
+                                    futures::stream::once(async move { Err(status) }).boxed()
                                 }
                             },
                             Err(status) => {
@@ -504,7 +510,6 @@ impl QueryEngine {
                 .boxed();
             (schema, stream)
         };
-        let id = ticket.query_id.clone();
         // (A cancel during planning cancelled the token: the stream's first poll ends it.)
         let guarded = QueryStream {
             inner: stream,
@@ -512,15 +517,9 @@ impl QueryEngine {
             done: false,
             _permit: permit,
             _registration: registration,
-            id,
-            user: user.to_string(),
-            sql: ticket.sql,
-            started: Instant::now(),
-            rows: 0,
-            outcome: "dropped by the client",
-            error: None,
         };
-        Ok((schema, guarded.boxed()))
+        // The report logs and counts the query when its stream ends (`query_report`).
+        Ok((schema, report.stream(guarded.boxed())))
     }
 
     /// The bound parameter rows of an execution (IPC bytes; empty: none), bounded by
@@ -646,14 +645,6 @@ struct QueryStream {
     /// Its entry in the cancellation registry, removed (the query recorded as finished) on
     /// drop.
     _registration: Registration,
-    id: Bytes,
-    user: String,
-    sql: String,
-    started: Instant,
-    rows: usize,
-    outcome: &'static str,
-    /// The status the stream ended with, when it failed.
-    error: Option<Status>,
 }
 
 impl Stream for QueryStream {
@@ -665,7 +656,6 @@ impl Stream for QueryStream {
         }
         if self.cancelled.as_mut().poll(cx).is_ready() {
             self.done = true;
-            self.outcome = "cancelled";
             // Stop DataFusion now (its tasks are aborted and its memory returned on drop),
             // not when the client gets around to dropping the response.
             self.inner = futures::stream::empty().boxed();
@@ -675,38 +665,9 @@ impl Stream for QueryStream {
             .into())));
         }
         let next = self.inner.poll_next_unpin(cx);
-        match &next {
-            Poll::Ready(None) => {
-                self.done = true;
-                self.outcome = "complete";
-            }
-            Poll::Ready(Some(Err(status))) => {
-                self.done = true;
-                self.outcome = "failed";
-                self.error = Some(status.clone());
-            }
-            Poll::Ready(Some(Ok(batch))) => self.rows += batch.num_rows(),
-            Poll::Pending => {}
+        if let Poll::Ready(None | Some(Err(_))) = &next {
+            self.done = true;
         }
         next
-    }
-}
-
-impl Drop for QueryStream {
-    fn drop(&mut self) {
-        match &self.error {
-            Some(status) => {
-                crate::telemetry::query_failed(Some(&self.id), &self.user, &self.sql, status)
-            }
-            None => tracing::info!(
-                query_id = %crate::telemetry::query_id_hex(&self.id),
-                user = %self.user,
-                sql = %self.sql,
-                rows = self.rows,
-                elapsed_ms = self.started.elapsed().as_millis() as u64,
-                outcome = self.outcome,
-                "query"
-            ),
-        }
     }
 }

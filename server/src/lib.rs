@@ -27,7 +27,10 @@
 //! - [`tickets`]: Petrel's protobuf tickets and prepared-statement handles (`proto/`), signed
 //!   with the server's ticket secret and bound to their user.
 //! - [`sql_text`]: `?` → `$N` placeholders and Superset's bare timestamps, before parsing.
-//! - [`telemetry`]: `tracing` to stderr; one log line per finished query.
+//! - [`telemetry`]: `tracing` to stderr as text or JSON; one log line per finished query.
+//! - [`query_report`]: what a query reports when it ends: log line, metrics, slow-query log.
+//! - [`scan_stats`]: the Iceberg metrics of a query's scans, read from its physical plans.
+//! - [`metrics`]: Prometheus metrics and their HTTP endpoint (`metrics_addr`).
 //! - [`demo`]: the embedded default warehouse with a demo table.
 //! - [`information_schema`]: truthful numeric precisions in `information_schema.columns`.
 //! - [`policy`]: what SQL may do (queries; INSERT INTO Iceberg tables unless `--read-only`),
@@ -48,9 +51,12 @@ pub mod flight_sql;
 pub mod information_schema;
 mod locks;
 pub mod memory;
+pub mod metrics;
 pub mod parameters;
 mod plan_cache;
 pub mod policy;
+pub mod query_report;
+pub mod scan_stats;
 pub mod server;
 pub mod session;
 pub mod sql_text;

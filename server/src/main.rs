@@ -50,7 +50,6 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    petrel_server::telemetry::init();
     let cfg = match args.resolve() {
         Ok(c) => c,
         Err(e) => {
@@ -58,6 +57,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    petrel_server::telemetry::init(cfg.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

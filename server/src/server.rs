@@ -1,5 +1,9 @@
-//! Wiring: catalogs from the configuration, the engine, auth, TLS, the listener, and graceful
-//! shutdown.
+//! Wiring: catalogs from the configuration, the engine, auth, TLS, the listener, the gRPC
+//! health service, the metrics endpoint, and graceful shutdown.
+//!
+//! Health (`grpc.health.v1.Health` on the Flight port, no authentication): the server (`""`)
+//! and `arrow.flight.protocol.FlightService` are SERVING once the catalogs are open and the
+//! port listens, and NOT_SERVING from the shutdown signal on, while running calls finish.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -11,6 +15,7 @@ use petrel_table_provider::catalog::{Catalog, FileSystemCatalog, SqlCatalog};
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
+use tonic_health::ServingStatus;
 
 use crate::auth::Authenticator;
 use crate::config::{CatalogConfig, ServerConfig};
@@ -137,8 +142,17 @@ pub fn service_with(
     sessions: SessionStore,
     auth: Arc<Authenticator>,
 ) -> FlightServiceServer<PetrelService> {
+    service_sharing(engine, Arc::new(sessions), auth)
+}
+
+/// [`service_with`] over a session store shared with others (the metrics endpoint).
+pub fn service_sharing(
+    engine: Arc<QueryEngine>,
+    sessions: Arc<SessionStore>,
+    auth: Arc<Authenticator>,
+) -> FlightServiceServer<PetrelService> {
     let tickets = Arc::clone(auth.tickets());
-    let inner = PetrelFlightSql::new(engine, Arc::new(sessions), tickets);
+    let inner = PetrelFlightSql::new(engine, sessions, tickets);
     FlightServiceServer::new(PetrelService::new(inner, auth))
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
@@ -149,6 +163,7 @@ pub async fn serve(
     cfg: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
+    crate::telemetry::set_slow_query_threshold(cfg.slow_query_ms);
     let auth = Arc::new(
         Authenticator::new(
             &cfg.users,
@@ -166,6 +181,21 @@ pub async fn serve(
         ));
     }
     let (engine, defaults) = build_engine(&cfg).await?;
+    let sessions = Arc::new(SessionStore::new(defaults.clone()).with_capacity(cfg.max_sessions));
+    let metrics = match cfg.metrics_addr {
+        Some(addr) => {
+            let listener = crate::metrics::http::bind(addr).await?;
+            let bound = listener.local_addr().map_err(|e| e.to_string())?;
+            let sources = crate::metrics::Sources {
+                engine: Arc::clone(&engine),
+                sessions: Arc::clone(&sessions),
+            };
+            tracing::info!(address = %bound, "metrics endpoint listening");
+            eprintln!("petrel metrics on http://{bound}/metrics");
+            Some(tokio::spawn(crate::metrics::http::serve(listener, sources)))
+        }
+        None => None,
+    };
     let listener = TcpListener::bind(cfg.bind)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.bind))?;
@@ -203,19 +233,34 @@ pub async fn serve(
         "petrel {} listening on {scheme}://{addr}",
         crate::SERVER_VERSION
     );
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_serving::<FlightServiceServer<PetrelService>>()
+        .await;
+    health.set_service_status("", ServingStatus::Serving).await;
+    let shutdown = async move {
+        shutdown.await;
+        health
+            .set_not_serving::<FlightServiceServer<PetrelService>>()
+            .await;
+        health
+            .set_service_status("", ServingStatus::NotServing)
+            .await;
+    };
     if let Some(path) = &cfg.port_file {
         std::fs::write(path, addr.to_string())
             .map_err(|e| format!("port file {}: {e}", path.display()))?;
     }
-    builder
-        .add_service(service_with(
-            engine,
-            SessionStore::new(defaults).with_capacity(cfg.max_sessions),
-            auth,
-        ))
+    let served = builder
+        .add_service(health_service)
+        .add_service(service_sharing(engine, sessions, auth))
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
-        .map_err(|e| format!("server error: {e}"))?;
+        .map_err(|e| format!("server error: {e}"));
+    if let Some(task) = metrics {
+        task.abort();
+    }
+    served?;
     tracing::info!("petrel stopped");
     Ok(())
 }

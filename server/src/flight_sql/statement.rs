@@ -227,15 +227,22 @@ pub(crate) async fn execute_registered(
     }
 }
 
-/// Encodes a batch stream with its schema (sent first, even when there are no batches).
+/// Encodes a batch stream with its schema (sent first, even when there are no batches),
+/// counting the rows and Flight bytes sent.
 pub(crate) fn encode(
     schema: SchemaRef,
     stream: BoxStream<'static, Result<RecordBatch, Status>>,
 ) -> DoGetStream {
+    // Counted as sent (`petrel_streamed_rows_total`, `petrel_streamed_bytes_total`).
+    let metrics = crate::metrics::global();
+    let counted = stream.inspect_ok(|batch| metrics.streamed(batch.num_rows() as u64, 0));
     let flight = FlightDataEncoderBuilder::new()
         .with_schema(schema)
-        .build(stream.map_err(|s| FlightError::Tonic(Box::new(s))))
-        .map_err(Status::from);
+        .build(counted.map_err(|s| FlightError::Tonic(Box::new(s))))
+        .map_err(Status::from)
+        .inspect_ok(|data| {
+            metrics.streamed(0, (data.data_header.len() + data.data_body.len()) as u64)
+        });
     Box::pin(flight)
 }
 

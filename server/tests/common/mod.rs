@@ -111,6 +111,11 @@ impl Petrel {
         FlightSqlServiceClient::new(self.channel().await)
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// Sends SIGTERM and waits for the process to exit.
     pub fn terminate(mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");

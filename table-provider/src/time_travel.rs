@@ -288,6 +288,10 @@ mod tests {
                 "SELECT * FROM iceberg.db.\"t@@ref=v1\" WHERE x = 'a.b.c.branch_d'",
             ),
             (
+                "INSERT INTO iceberg.db.m.branch_dev VALUES (10)",
+                "INSERT INTO iceberg.db.\"m@@ref=dev\" VALUES (10)",
+            ),
+            (
                 "INSERT INTO iceberg.db.t.branch_audit VALUES (10)",
                 "INSERT INTO iceberg.db.\"t@@ref=audit\" VALUES (10)",
             ),

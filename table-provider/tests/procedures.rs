@@ -728,3 +728,106 @@ async fn remove_orphan_files_finds_planted_orphans_on_both_catalogs() {
         );
     }
 }
+
+/// The `[id]` rows of a Spark result, sorted.
+fn spark_ids(result: &serde_json::Value) -> Vec<i64> {
+    let mut ids: Vec<i64> = common::result_rows(result, &["id"])
+        .iter()
+        .map(|r| serde_json::from_str::<Vec<i64>>(r).unwrap_or_else(|e| panic!("{r}: {e}"))[0])
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spark_reads_rows_snapshots_and_refs_after_maintenance() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (warehouse, catalog) = common::warehouse_with_db(dir.path()).await;
+    let ctx = setup(&catalog, "m", "'format-version'='2'").await;
+    run(&ctx, "INSERT INTO iceberg.db.m VALUES (1)").await;
+    let s1 = current(&catalog, "m").await;
+    run(&ctx, "INSERT INTO iceberg.db.m VALUES (2)").await;
+    let s2 = current(&catalog, "m").await;
+    run(&ctx, "INSERT INTO iceberg.db.m VALUES (3)").await;
+    let s3 = current(&catalog, "m").await;
+    run(
+        &ctx,
+        &format!("CALL iceberg.system.rollback_to_snapshot('db.m', {s2})"),
+    )
+    .await;
+    run(
+        &ctx,
+        &format!("ALTER TABLE iceberg.db.m CREATE BRANCH dev AS OF VERSION {s1}"),
+    )
+    .await;
+    run(&ctx, "INSERT INTO iceberg.db.m.branch_dev VALUES (10)").await;
+    run(&ctx, "ALTER TABLE iceberg.db.m CREATE TAG v1").await;
+    let table = catalog.load_table(&ident("m")).await.expect("load");
+    let s4 = table.refs()["dev"].snapshot_id;
+    // Expired: s3 (on no branch any more) and s1 (beyond retain_last on main and dev).
+    let now = (chrono::Utc::now() + chrono::Duration::seconds(1)).format("%Y-%m-%d %H:%M:%S%.3f");
+    run(
+        &ctx,
+        &format!(
+            "CALL iceberg.system.expire_snapshots(table => 'db.m', older_than => TIMESTAMP '{now}', retain_last => 1)"
+        ),
+    )
+    .await;
+    let out = run(
+        &ctx,
+        "CALL iceberg.system.remove_orphan_files(table => 'db.m', dry_run => true, older_than => TIMESTAMP '2200-01-01 00:00:00')",
+    )
+    .await;
+    assert_eq!(
+        out.iter().map(RecordBatch::num_rows).sum::<usize>(),
+        0,
+        "expire_snapshots left no orphan"
+    );
+    let _ = (s1, s3);
+
+    let seen = common::read_back(&warehouse, &["m"]);
+    let m = &seen["m"];
+    assert_eq!(spark_ids(&m["spark"]), [1, 2], "Spark reads main");
+    let snapshots: BTreeSet<i64> = m["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| s["snapshot_id"].as_i64().expect("id"))
+        .collect();
+    assert_eq!(snapshots, BTreeSet::from([s2, s4]), "Spark's snapshots");
+    let refs: BTreeMap<String, (String, i64, Vec<i64>)> = m["refs"]
+        .as_array()
+        .expect("refs")
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().expect("name").to_string(),
+                (
+                    r["type"].as_str().expect("type").to_string(),
+                    r["snapshot_id"].as_i64().expect("snapshot"),
+                    spark_ids(&r["spark"]),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(
+        refs,
+        BTreeMap::from([
+            ("dev".to_string(), ("BRANCH".to_string(), s4, vec![1, 10])),
+            ("main".to_string(), ("BRANCH".to_string(), s2, vec![1, 2])),
+            ("v1".to_string(), ("TAG".to_string(), s2, vec![1, 2])),
+        ]),
+        "Spark's refs and its rows at each"
+    );
+    // Time travel to both retained snapshots, in Spark and DuckDB.
+    for v in m["versions"].as_array().expect("versions") {
+        let id = v["snapshot_id"].as_i64().expect("id");
+        let expected: Vec<i64> = if id == s2 { vec![1, 2] } else { vec![1, 10] };
+        assert_eq!(spark_ids(&v["spark"]), expected, "Spark at {id}");
+    }
+    assert_eq!(
+        common::duckdb_rows(m, &["id"]),
+        ["[1]", "[2]"],
+        "DuckDB reads main"
+    );
+}

@@ -21,7 +21,8 @@ Per table the JSON holds:
                                   Spark `VERSION AS OF <id>`, DuckDB `snapshot_from_id => <id>`
                                   (empty with --no-versions)
   files (with content and equality_ids), snapshots, manifests, partitions, entries (counted by
-                                  snapshot and status)
+                                  snapshot and status), refs (name, type, snapshot_id, and Spark's
+                                  rows at the ref)
                                   Spark's metadata tables
   metric_mismatches, row_lineage  every file's bounds/null counts against its rows; v3 _row_ids
   metadata, duckdb_skipped, duckdb_error, pyiceberg_error    what was read, what DuckDB / PyIceberg
@@ -263,6 +264,11 @@ def read_table(spark, con, scratch, warehouse: Path, spec: str, with_versions: b
         py_rows = pyiceberg_rows(metadata)
     except Exception as e:  # PyIceberg 0.12 refuses equality deletes: reported, not fatal
         py_error = f"{type(e).__name__}: {e}"
+    refs = records(meta("refs").select("name", "type", "snapshot_id"), ["name"])
+    for r in refs:
+        at = (spark.sql(f"SELECT * FROM {ident} VERSION AS OF '{r['name']}'") if not path
+              else reader().option("branch" if r["type"] == "BRANCH" else "tag", r["name"]).load(path))
+        r["spark"] = make_corpus.result(at)
     versions = []
     for s in (snaps if with_versions else []):
         sid = s["snapshot_id"]
@@ -283,6 +289,8 @@ def read_table(spark, con, scratch, warehouse: Path, spec: str, with_versions: b
                                       "null_value_counts", "nan_value_counts", "lower_bounds",
                                       "upper_bounds"), ["file_path"]),
         "snapshots": snaps,
+        # Branches and tags (Spark's `refs`), and Spark's rows at each (`VERSION AS OF 'name'`).
+        "refs": refs,
         # The current snapshot's manifests (Spark's `manifests`: no row counts), by path.
         "manifests": records(meta("manifests").select(
             "content", "path", "added_snapshot_id", "added_data_files_count", "existing_data_files_count",

@@ -2,7 +2,11 @@
 //!
 //! A metadata file is never rewritten (a commit writes a new one), so a parsed file is cached
 //! by its location in a [`MetadataCache`]: a catalog resolving the same current metadata for
-//! every statement parses it once.
+//! every statement parses it once. The cache is bounded by memory, not by entries: each parsed
+//! file is weighed by an estimate of what it holds ([`estimated_size`]: snapshots with their
+//! summaries, snapshot and metadata logs, schema fields, specs, properties, refs), so a table
+//! with a long history takes its share and the whole stays under
+//! [`METADATA_CACHE_BYTES`].
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -33,7 +37,38 @@ pub struct ParsedMetadata {
     pub refs: Arc<HashMap<String, TableRef>>,
 }
 
-/// Parsed metadata files by location (bounded; shared by clones).
+/// Estimated bytes of parsed metadata files one cache keeps at most.
+pub(crate) const METADATA_CACHE_BYTES: u64 = 128 * 1024 * 1024;
+
+/// An estimate of the memory a parsed metadata file holds.
+pub(crate) fn estimated_size(parsed: &ParsedMetadata) -> usize {
+    let m = &parsed.metadata;
+    let snapshots: usize = m
+        .snapshots()
+        .map(|s| {
+            512 + s.manifest_list().len()
+                + s.summary()
+                    .additional_properties
+                    .iter()
+                    .map(|(k, v)| 64 + k.len() + v.len())
+                    .sum::<usize>()
+        })
+        .sum();
+    let logs = (m.history().len() + m.metadata_log().len()) * 128;
+    let fields: usize = m
+        .schemas_iter()
+        .map(|s| 256 + s.as_struct().fields().len() * 256)
+        .sum();
+    let specs = (m.partition_specs_iter().len() + m.sort_orders_iter().len()) * 256;
+    let properties: usize = m
+        .properties()
+        .iter()
+        .map(|(k, v)| 64 + k.len() + v.len())
+        .sum();
+    4096 + snapshots + logs + fields + specs + properties + parsed.refs.len() * 128
+}
+
+/// Parsed metadata files by location (bounded by their estimated memory; shared by clones).
 #[derive(Debug, Clone)]
 pub struct MetadataCache {
     files: moka::sync::Cache<String, ParsedMetadata>,
@@ -42,7 +77,12 @@ pub struct MetadataCache {
 impl Default for MetadataCache {
     fn default() -> Self {
         Self {
-            files: moka::sync::Cache::new(64),
+            files: moka::sync::Cache::builder()
+                .max_capacity(METADATA_CACHE_BYTES)
+                .weigher(|_, p: &ParsedMetadata| {
+                    u32::try_from(estimated_size(p)).unwrap_or(u32::MAX).max(1)
+                })
+                .build(),
         }
     }
 }
@@ -151,7 +191,36 @@ pub fn metadata_file_version(file_name: &str) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::metadata_file_version;
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+
+    use super::{ParsedMetadata, estimated_size, metadata_file_version};
+
+    #[test]
+    fn a_wider_table_weighs_more() {
+        let parsed = |columns: i32| {
+            let fields = (1..=columns)
+                .map(|i| {
+                    Arc::new(NestedField::optional(
+                        i,
+                        format!("c{i}"),
+                        Type::Primitive(PrimitiveType::Long),
+                    ))
+                })
+                .collect::<Vec<_>>();
+            let schema = Schema::builder().with_fields(fields).build().unwrap();
+            let metadata = crate::ddl::default_table_metadata(schema, "file:///t".into()).unwrap();
+            ParsedMetadata {
+                metadata: Arc::new(metadata),
+                refs: Arc::new(HashMap::new()),
+            }
+        };
+        let (narrow, wide) = (estimated_size(&parsed(2)), estimated_size(&parsed(1000)));
+        assert!(narrow < 16 * 1024, "{narrow}");
+        assert!(wide > narrow + 200_000, "{wide} vs {narrow}");
+    }
 
     #[test]
     fn metadata_file_names() {

@@ -18,6 +18,12 @@
 //! read in parallel, and which of a key's rows is last among them is then unspecified, as SQL
 //! leaves their order unspecified).
 //!
+//! Cost: each writer task holds the rows it receives until its input ends (to know which row
+//! of a key is the last), so an upsert statement's rows are in memory at once, spread over the
+//! writer tasks. No conflict validation runs before the commit (Flink's upsert has none either):
+//! of two concurrent upserts of one key, the one committed last wins, since its equality deletes
+//! carry the higher sequence number.
+//!
 //! Refused, as Flink refuses them: identifier fields missing, partition source columns that are
 //! not all part of the key (an equality delete in one partition cannot remove the old row of
 //! the key in another), and `INSERT OVERWRITE`.

@@ -99,6 +99,9 @@ pub(super) struct ParsedMerge {
 pub(super) fn parse_merge(state: &SessionState, sql: &str) -> Result<Option<ParsedMerge>> {
     let options = &state.config().options().sql_parser;
     let dialect_name = options.dialect;
+    if !may_start_merge(sql) {
+        return Ok(None);
+    }
     let Some(dialect) = dialect_from_str(dialect_name.as_ref()) else {
         return Ok(None);
     };
@@ -110,7 +113,7 @@ pub(super) fn parse_merge(state: &SessionState, sql: &str) -> Result<Option<Pars
         return Ok(None);
     }
     let text = with_star_markers(&tokens);
-    let statement = state.sql_to_statement(&text, &dialect_name)?;
+    let statement = state.sql_to_statement(text.as_deref().unwrap_or(sql), &dialect_name)?;
     let (merge, explain) = match statement {
         DFStatement::Statement(s) => match *s {
             Statement::Merge(merge) => (merge, None),
@@ -144,6 +147,21 @@ pub(super) fn parse_merge(state: &SessionState, sql: &str) -> Result<Option<Pars
     Ok(Some(ParsedMerge { statement, explain }))
 }
 
+/// A cheap first look (no tokenizing of every statement's text): whether `sql` may start with
+/// MERGE or EXPLAIN (or a comment, left to the tokenizer).
+fn may_start_merge(sql: &str) -> bool {
+    let head = sql.trim_start();
+    if head.starts_with("--") || head.starts_with("/*") {
+        return true;
+    }
+    let word: String = head
+        .chars()
+        .take_while(char::is_ascii_alphabetic)
+        .take(8)
+        .collect();
+    word.eq_ignore_ascii_case("merge") || word.eq_ignore_ascii_case("explain")
+}
+
 /// Whether the tokens start `MERGE …` or `EXPLAIN [ANALYZE] [VERBOSE] [FORMAT x] MERGE …`.
 fn starts_merge(tokens: &[Token]) -> bool {
     let mut words = tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_)));
@@ -167,8 +185,10 @@ fn starts_merge(tokens: &[Token]) -> bool {
     }
 }
 
-/// The statement's text with `UPDATE SET *` and `INSERT *` replaced by the marker forms.
-fn with_star_markers(tokens: &[Token]) -> String {
+/// The statement's text with `UPDATE SET *` and `INSERT *` replaced by the marker forms, or
+/// `None` when it has neither (the text is then parsed as written).
+fn with_star_markers(tokens: &[Token]) -> Option<String> {
+    let mut replaced = false;
     let mut text = String::new();
     // The last two tokens that are not whitespace.
     let mut last: [Option<&Token>; 2] = [None, None];
@@ -177,11 +197,13 @@ fn with_star_markers(tokens: &[Token]) -> String {
         if matches!(token, Token::Mul) {
             if is(last[1], Keyword::SET) && is(last[0], Keyword::UPDATE) {
                 text.push_str(&format!("\"{SET_STAR}\" = NULL"));
+                replaced = true;
                 last = [last[1], Some(token)];
                 continue;
             }
             if is(last[1], Keyword::INSERT) {
                 text.push_str(&format!("(\"{INSERT_STAR}\") VALUES (NULL)"));
+                replaced = true;
                 last = [last[1], Some(token)];
                 continue;
             }
@@ -191,7 +213,7 @@ fn with_star_markers(tokens: &[Token]) -> String {
             last = [last[1], Some(token)];
         }
     }
-    text
+    replaced.then_some(text)
 }
 
 /// sqlparser's MERGE as a [`MergeStatement`], refusing what Spark's MERGE does not have.

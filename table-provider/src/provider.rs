@@ -193,6 +193,12 @@ impl IcebergTableProvider {
         &self.table
     }
 
+    /// Whether this provider reads the table's current state (`main`), not a snapshot id,
+    /// timestamp, branch or tag: what row-level writes require (they commit to `main`).
+    pub fn reads_current(&self) -> bool {
+        matches!(self.selector, SnapshotSelector::Current)
+    }
+
     /// The snapshot id read (`None` for a table without snapshots).
     pub fn snapshot_id(&self) -> Option<i64> {
         self.resolved.snapshot.as_ref().map(|s| s.snapshot_id())

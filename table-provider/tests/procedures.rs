@@ -339,6 +339,16 @@ async fn branches_and_tags_on_both_catalogs() {
         assert_eq!(chain[2], s1, "{kind}");
         let err = error(&ctx, "INSERT INTO iceberg.db.b.tag_v2 VALUES (9)").await;
         assert!(err.contains("snapshot or tag"), "{kind}: {err}");
+        // Row-level writes commit to main: refused on a branch rather than misapplied.
+        for sql in [
+            "DELETE FROM iceberg.db.b.branch_audit WHERE id = 5",
+            "UPDATE iceberg.db.b.branch_audit SET id = 8 WHERE id = 5",
+            "MERGE INTO iceberg.db.b.branch_audit t USING (SELECT 5 AS id) s ON t.id = s.id \
+             WHEN MATCHED THEN DELETE",
+        ] {
+            let err = error(&ctx, sql).await;
+            assert!(err.contains("branch or tag"), "{kind}: {sql}: {err}");
+        }
 
         for (sql, expected) in [
             (

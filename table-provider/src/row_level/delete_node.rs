@@ -51,6 +51,16 @@ impl DeleteNode {
         table: Arc<IcebergTableProvider>,
         input: Arc<LogicalPlan>,
     ) -> DFResult<Self> {
+        if !table.reads_current() {
+            // The positions would come from another snapshot than the `main` they commit to.
+            return Err(crate::error::Error::Unsupported {
+                table: table.table().ident().to_string(),
+                message: "DELETE and UPDATE of a snapshot, branch or tag are not supported: \
+                          run them on the table (its main branch)"
+                    .into(),
+            }
+            .into());
+        }
         let schema = DFSchema::try_from(count_schema())?;
         Ok(Self {
             op,

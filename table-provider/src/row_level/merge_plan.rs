@@ -400,6 +400,14 @@ async fn target_table(
             message: "this table is read-only here".into(),
         });
     }
+    if !provider.reads_current() {
+        return Err(Error::Unsupported {
+            table: provider.table().ident().to_string(),
+            message: "MERGE INTO a snapshot, branch or tag is not supported: merge into the \
+                      table (its main branch)"
+                .into(),
+        });
+    }
     Ok(provider.clone())
 }
 

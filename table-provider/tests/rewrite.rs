@@ -506,7 +506,13 @@ async fn position_delete_files_are_merged_per_data_file() {
     );
     let deletes_before = listed.len();
     let provider = provider(&ctx, "v2_mor").await;
-    let result = rewrite_position_delete_files(&provider)
+    // A filter no data file can match rewrites nothing.
+    let none = rewrite_position_delete_files(&ctx.state(), &provider, Some("id < 0"))
+        .await
+        .expect("with a filter");
+    assert_eq!(none.rewritten_delete_files_count, 0, "{none:?}");
+    assert_eq!(none.snapshot_id, None);
+    let result = rewrite_position_delete_files(&ctx.state(), &provider, None)
         .await
         .expect("rewrite_position_delete_files");
     assert!(result.rewritten_delete_files_count > 0, "{result:?}");
@@ -533,7 +539,7 @@ async fn position_delete_files_are_merged_per_data_file() {
     );
     // Again: nothing left to do.
     let provider = self::provider(&ctx, "v2_mor").await;
-    let again = rewrite_position_delete_files(&provider)
+    let again = rewrite_position_delete_files(&ctx.state(), &provider, None)
         .await
         .expect("again");
     assert_eq!(again.rewritten_delete_files_count, 0, "{again:?}");
@@ -541,7 +547,9 @@ async fn position_delete_files_are_merged_per_data_file() {
 
     // Format 3: deletion vectors are one per data file already.
     let provider = self::provider(&ctx, "v3_dv").await;
-    let v3 = rewrite_position_delete_files(&provider).await.expect("v3");
+    let v3 = rewrite_position_delete_files(&ctx.state(), &provider, None)
+        .await
+        .expect("v3");
     assert_eq!(
         v3.rewritten_delete_files_count + v3.added_delete_files_count,
         0

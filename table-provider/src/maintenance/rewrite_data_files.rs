@@ -324,7 +324,7 @@ pub async fn rewrite_data_files(
 }
 
 /// `sql`, a predicate over `table`'s columns, as a DataFusion expression.
-fn parse_filter(
+pub(super) fn parse_filter(
     state: &SessionState,
     table: &IcebergTableProvider,
     sql: &str,

@@ -12,6 +12,10 @@
 //! data files. A concurrent commit that removed one of the old files makes the commit fail with
 //! [`Error::ConcurrentModification`]; new deletes added meanwhile simply apply as well.
 //!
+//! With a `where` filter (a SQL predicate over the table's columns) only the delete files that
+//! apply to a data file the filter may select are rewritten (the planner's partition and metrics
+//! pruning), and deletes of data files no longer live stay.
+//!
 //! Format 3 keeps position deletes as deletion vectors, already one per data file: nothing to
 //! do, all counts zero.
 
@@ -20,9 +24,11 @@ use std::sync::Arc;
 
 use arrow::array::{Int32Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::execution::SessionState;
 use iceberg::spec::{DataContentType, FormatVersion};
 
 use super::live_files::{DataFileIndex, LiveFile, live_files};
+use super::rewrite_data_files::parse_filter;
 use crate::commit::{
     DeleteFile, FileKey, Removal, Rewrite, RowDeltaCheck, SnapshotChange, commit_snapshot,
 };
@@ -103,9 +109,12 @@ pub fn check_position_delete_options(options: &BTreeMap<String, String>) -> Resu
 }
 
 /// Rewrites the position-delete files of `table` (a provider at its current snapshot, with its
-/// catalog) as described in the module docs.
+/// catalog) that apply to the data files `filter` may select (all without one), as described in
+/// the module docs.
 pub async fn rewrite_position_delete_files(
+    state: &SessionState,
     table: &IcebergTableProvider,
+    filter: Option<&str>,
 ) -> Result<RewritePositionDeletesResult> {
     let loaded = table.table();
     let name = loaded.ident().to_string();
@@ -126,6 +135,15 @@ pub async fn rewrite_position_delete_files(
             message: "rewrite_position_delete_files rewrites the table's current snapshot".into(),
         });
     }
+    let selected: Option<HashSet<String>> = match filter {
+        Some(sql) => {
+            let plan = table
+                .plan(&[parse_filter(state, table, sql)?], None, 1)
+                .await?;
+            Some(plan.tasks().map(|t| t.file.path.clone()).collect())
+        }
+        None => None,
+    };
     let live = live_files(loaded, table.manifest_cache(), snapshot_id).await?;
     let index = DataFileIndex::new(&live, |_| true);
     let position_deletes: Vec<&LiveFile> = live
@@ -155,6 +173,13 @@ pub async fn rewrite_position_delete_files(
     for deletes in per_data_file.values().filter(|d| d.len() > 1) {
         for &i in deletes {
             rewrite[i] = true;
+        }
+    }
+    if let Some(selected) = &selected {
+        for (i, applying) in targets.iter().enumerate() {
+            rewrite[i] &= applying
+                .iter()
+                .any(|d| selected.contains(d.file.file_path()));
         }
     }
     if !rewrite.iter().any(|r| *r) {

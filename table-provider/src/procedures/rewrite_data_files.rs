@@ -1,7 +1,7 @@
-//! `CALL system.rewrite_data_files(table, strategy, sort_order, options, where)`: Spark's
-//! compaction procedure, run by [`crate::maintenance::rewrite_data_files`] (bin-pack, every
-//! delete applied, one `replace` snapshot). `strategy` may only be `binpack` (the default);
-//! `sort_order` is refused. Output (Spark's): `rewritten_data_files_count`,
+//! `CALL system.rewrite_data_files(table, strategy, sort_order, options, where, branch)`:
+//! Spark's compaction procedure, run by [`crate::maintenance::rewrite_data_files`] (bin-pack,
+//! every delete applied, one `replace` snapshot). `strategy` may only be `binpack` (the
+//! default); `sort_order` and a `branch` other than `main` are refused. Output (Spark's): `rewritten_data_files_count`,
 //! `added_data_files_count`, `rewritten_bytes_count`, `failed_data_files_count`,
 //! `removed_delete_files_count`.
 
@@ -27,6 +27,7 @@ pub const PROCEDURE: Procedure = Procedure {
         Param::optional("sort_order", ParamType::String),
         Param::optional("options", ParamType::StringMap),
         Param::optional("where", ParamType::String),
+        Param::optional("branch", ParamType::String),
     ],
     output: RewriteDataFilesResult::schema,
     run,
@@ -44,6 +45,11 @@ fn run(ctx: &ProcedureContext, args: ProcedureArgs) -> ProcedureFuture<'_> {
             return Err(Error::InvalidArgument(
                 "procedure rewrite_data_files: sort_order is not supported (binpack only)".into(),
             ));
+        }
+        if let Some(branch) = args.string_opt("branch")?.filter(|b| b != "main") {
+            return Err(Error::InvalidArgument(format!(
+                "procedure rewrite_data_files: branch {branch:?} is not supported (main only)"
+            )));
         }
         let options: BTreeMap<String, String> = args.string_map("options")?.into_iter().collect();
         let options = RewriteDataFilesOptions::parse(&options)?;

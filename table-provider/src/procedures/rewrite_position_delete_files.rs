@@ -1,4 +1,4 @@
-//! `CALL system.rewrite_position_delete_files(table, options)`: Spark's procedure, run by
+//! `CALL system.rewrite_position_delete_files(table, options, where)`: Spark's procedure, run by
 //! [`crate::maintenance::rewrite_position_delete_files`] (format 2: one file-scoped
 //! position-delete file per data file, deletes of data files no longer live dropped; format 3
 //! has one deletion vector per data file already: all zero). Spark's options are accepted and
@@ -21,6 +21,7 @@ pub const PROCEDURE: Procedure = Procedure {
     params: &[
         Param::required("table", ParamType::String),
         Param::optional("options", ParamType::StringMap),
+        Param::optional("where", ParamType::String),
     ],
     output: RewritePositionDeletesResult::schema,
     run,
@@ -30,7 +31,10 @@ fn run(ctx: &ProcedureContext, args: ProcedureArgs) -> ProcedureFuture<'_> {
     Box::pin(async move {
         let options: BTreeMap<String, String> = args.string_map("options")?.into_iter().collect();
         check_position_delete_options(&options)?;
+        let filter = args.string_opt("where")?;
         let table = current_table(ctx, &args).await?;
-        rewrite_position_delete_files(&table).await?.to_batch()
+        rewrite_position_delete_files(&ctx.state, &table, filter.as_deref())
+            .await?
+            .to_batch()
     })
 }

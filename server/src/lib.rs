@@ -33,19 +33,19 @@
 //! - [`metrics`]: Prometheus metrics and their HTTP endpoint (`metrics_addr`).
 //! - [`demo`]: the embedded default warehouse with a demo table.
 //! - [`information_schema`]: truthful numeric precisions in `information_schema.columns`.
-//! - [`policy`]: what SQL may do (queries; INSERT INTO Iceberg tables unless `--read-only`),
-//!   decided on the logical plan.
-//! - [`server`]: binds, TLS, graceful shutdown.
 //! - [`admission`]: the work slots every RPC that does work takes (queries, writes, planning,
 //!   catalog-reading metadata calls).
 //! - [`cancellation`]: running queries and the fate of recent ones, for CancelFlightInfo.
+//! - [`policy`]: what SQL may do (queries; INSERT INTO Iceberg tables unless `--read-only`),
+//!   decided on the logical plan.
+//! - [`server`]: binds, TLS, graceful shutdown.
 
+pub mod admission;
 pub mod auth;
+pub mod cancellation;
 pub mod config;
 pub mod demo;
-pub mod admission;
 pub mod engine;
-pub mod cancellation;
 pub mod error;
 pub mod flight_sql;
 pub mod information_schema;
@@ -62,6 +62,7 @@ pub mod session;
 pub mod sql_text;
 pub mod telemetry;
 pub mod tickets;
+pub mod untrusted_ipc;
 
 /// Generated protobuf code (`proto/*.proto`).
 pub mod proto {

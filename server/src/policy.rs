@@ -80,14 +80,12 @@ pub fn check(plan: &LogicalPlan, policy: &Policy<'_>) -> Result<StatementKind, S
         _ => StatementKind::Query,
     };
     let mut refusal: Option<Status> = None;
-    let walk = plan.apply_with_subqueries(|node| {
-        match refusal_of(node, std::ptr::eq(node, top)) {
-            Some(status) => {
-                refusal = Some(status);
-                Ok(TreeNodeRecursion::Stop)
-            }
-            None => Ok(TreeNodeRecursion::Continue),
+    let walk = plan.apply_with_subqueries(|node| match refusal_of(node, std::ptr::eq(node, top)) {
+        Some(status) => {
+            refusal = Some(status);
+            Ok(TreeNodeRecursion::Stop)
         }
+        None => Ok(TreeNodeRecursion::Continue),
     });
     if let Some(status) = refusal {
         return Err(status);
@@ -184,9 +182,15 @@ fn check_dml(dml: &DmlStatement, policy: &Policy<'_>) -> Result<StatementKind, S
             )));
         }
     }
+    let what = match &dml.op {
+        WriteOp::Insert(_) => "INSERT into",
+        WriteOp::Delete => "DELETE from",
+        WriteOp::Update => "UPDATE of",
+        WriteOp::Ctas | WriteOp::Truncate => "writing",
+    };
     if policy.read_only {
         return Err(Status::permission_denied(format!(
-            "INSERT into {name} refused: this Petrel server is read-only (--read-only, \
+            "{what} {name} refused: this Petrel server is read-only (--read-only, \
              read_only = true or PETREL_READ_ONLY)"
         )));
     }
@@ -199,7 +203,7 @@ fn check_dml(dml: &DmlStatement, policy: &Policy<'_>) -> Result<StatementKind, S
         .unwrap_or(false);
     if !in_iceberg_catalog || !iceberg_table {
         return Err(Status::permission_denied(format!(
-            "INSERT into {name} is not allowed: only tables of the server's Iceberg catalogs \
+            "{what} {name} is not allowed: only tables of the server's Iceberg catalogs \
              ({}) can be written",
             policy.iceberg_catalogs.join(", ")
         )));

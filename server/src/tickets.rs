@@ -36,11 +36,8 @@
 //! Metadata tickets (GetTables and friends) are the Flight SQL command itself and stay
 //! unsigned: they carry no server state and nothing a client could not ask for directly.
 
-use std::io::Cursor;
-
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 use arrow_flight::Ticket;
 use arrow_flight::sql::{ProstMessageExt, TicketStatementQuery};
@@ -394,10 +391,7 @@ pub fn ipc_to_batches(bytes: &[u8]) -> Result<Vec<RecordBatch>, Status> {
     if bytes.is_empty() {
         return Ok(vec![]);
     }
-    let reader = StreamReader::try_new(Cursor::new(bytes), None)
-        .map_err(|e| Status::invalid_argument(format!("malformed bound parameters: {e}")))?;
-    reader
-        .collect::<Result<Vec<_>, _>>()
+    crate::untrusted_ipc::read_ipc_stream(bytes)
         .map_err(|e| Status::invalid_argument(format!("malformed bound parameters: {e}")))
 }
 

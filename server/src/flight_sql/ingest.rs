@@ -75,7 +75,6 @@ use std::sync::{Arc, Mutex};
 
 use arrow::compute::can_cast_types;
 use arrow::datatypes::SchemaRef;
-use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::error::FlightError;
 use arrow_flight::sql::server::PeekableFlightDataStream;
 use arrow_flight::sql::{CommandStatementIngest, TableExistsOption, TableNotExistOption};
@@ -101,6 +100,7 @@ use crate::engine::{CatalogSource, QueryEngine};
 use crate::error::{df_status, to_status};
 use crate::proto::petrel::SessionDefaults;
 use crate::telemetry::query_failed;
+use crate::untrusted_ipc::UntrustedFlightData;
 
 /// What to do with the target table, from `TableDefinitionOptions`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -479,7 +479,7 @@ impl Upload {
         let data = stream
             .try_filter(|fd| futures::future::ready(!fd.data_header.is_empty()))
             .map_err(FlightError::from);
-        let mut decoded = FlightRecordBatchStream::new_from_flight_data(data);
+        let mut decoded = UntrustedFlightData::new(data);
         let first = match decoded.next().await {
             Some(Ok(batch)) => Some(batch),
             Some(Err(e)) => return Err(decode_error(e)),

@@ -28,7 +28,6 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::ipc::writer::IpcWriteOptions;
-use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::error::FlightError;
 use arrow_flight::sql::server::PeekableFlightDataStream;
 use arrow_flight::sql::{
@@ -48,6 +47,7 @@ use crate::flight_sql::statement::{
 };
 use crate::proto::petrel::{PreparedStatementHandle, SessionDefaults};
 use crate::tickets::{FORMAT_VERSION, Tickets, batches_to_ipc, ipc_to_batches, statement_ticket};
+use crate::untrusted_ipc::UntrustedFlightData;
 
 /// Parameters last bound to each (parameter-less) handle, for clients that ignore the updated
 /// handle returned by DoPut. Bounded in entries, in age and in the bytes they hold together
@@ -194,7 +194,7 @@ async fn read_parameters(
     let data = stream
         .try_filter(|fd| futures::future::ready(!fd.data_header.is_empty()))
         .map_err(FlightError::from);
-    let mut decoded = FlightRecordBatchStream::new_from_flight_data(data);
+    let mut decoded = UntrustedFlightData::new(data);
     let mut batches = Vec::new();
     let mut size = 0usize;
     while let Some(batch) = decoded.next().await {

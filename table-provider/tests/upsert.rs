@@ -5,8 +5,8 @@
 //! column, unpartitioned; format 2 and 3; filesystem and SQL catalogs) end equal to a model
 //! (key → last row) in Petrel, then in Spark 3.5 + Iceberg 1.10 and DuckDB 1.5.5 (PyIceberg
 //! 0.12 does not read equality deletes); Spark's `files` shows the equality-delete files with the
-//! key's field ids and only key columns. Within one statement a
-//! repeated key keeps its last row. Refused: a partition column outside the key, upserts
+//! key's field ids and only key columns. Within one statement a repeated key keeps its last row;
+//! its rows count against the memory pool. Refused: a partition column outside the key, upserts
 //! without identifier fields, INSERT OVERWRITE; a failed upsert leaves no file and no snapshot.
 
 mod common;
@@ -522,4 +522,42 @@ async fn upsert_throughput_against_append() {
         append[1],
         append[1] / upsert[1]
     );
+}
+
+/// An upsert holds its rows until its input ends: they count against the session's memory
+/// pool, so an upsert larger than the pool fails cleanly (nothing written, nothing committed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upsert_larger_than_the_memory_pool_fails_cleanly() {
+    use datafusion::execution::memory_pool::GreedyMemoryPool;
+    use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+    use datafusion::prelude::SessionConfig;
+    use petrel_table_provider::catalog::IcebergCatalogProvider;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (warehouse, catalog) = common::warehouse_with_db(dir.path()).await;
+    run_ddl(
+        &session(vec![("iceberg", Arc::clone(&catalog))]),
+        &create_sql("iceberg.db.t", "id", "", 2, true),
+    )
+    .await;
+    let runtime = RuntimeEnvBuilder::new()
+        .with_memory_pool(Arc::new(GreedyMemoryPool::new(1024 * 1024)))
+        .build_arc()
+        .expect("runtime");
+    let ctx = SessionContext::new_with_config_rt(SessionConfig::new(), runtime);
+    ctx.register_catalog(
+        "iceberg",
+        Arc::new(IcebergCatalogProvider::new(Arc::clone(&catalog))),
+    );
+    let before = files_under(&warehouse);
+    let rows: Vec<Row> = (0..200_000)
+        .map(|id| (id, "eu".to_string(), Some(format!("name-{id}")), id))
+        .collect();
+    ctx.register_batch("src", to_batch(&rows))
+        .expect("register");
+    let err = query(&ctx, "INSERT INTO iceberg.db.t SELECT * FROM src")
+        .await
+        .expect_err("over the memory pool");
+    assert!(err.to_string().contains("Resources exhausted"), "{err}");
+    assert_eq!(files_under(&warehouse), before, "nothing written");
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use arrow::array::{RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
@@ -155,6 +156,9 @@ impl ExecutionPlan for IcebergWriteExec {
         partition: usize,
         context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
+        // An upsert holds its rows until the input ends: they count against the memory pool.
+        let reservation = MemoryConsumer::new(format!("IcebergWriteExec[{partition}] upsert"))
+            .register(context.memory_pool());
         // Checks NOT NULL columns as DataFusion's own sinks do.
         let input = execute_input_stream(
             Arc::clone(&self.input),
@@ -175,7 +179,8 @@ impl ExecutionPlan for IcebergWriteExec {
         let tracker = Arc::clone(settings.tracker());
         let task = tokio::spawn(async move {
             let _running = settings.tracker().enter().await;
-            write_partition(input, &settings, upsert.as_deref(), &io, partition).await
+            let upsert = upsert.as_deref().map(|u| (u, reservation));
+            write_partition(input, &settings, upsert, &io, partition).await
         });
         let stop_on_drop = StopOnDrop(Some(tracker));
         let stream = futures::stream::once(async move {
@@ -222,7 +227,7 @@ impl Drop for StopOnDrop {
 async fn write_partition(
     input: SendableRecordBatchStream,
     settings: &Arc<WriteSettings>,
-    upsert: Option<&EqualityDeleteSettings>,
+    upsert: Option<(&EqualityDeleteSettings, MemoryReservation)>,
     io: &TableIo,
     task: usize,
 ) -> DFResult<Vec<iceberg::spec::DataFile>> {
@@ -230,7 +235,11 @@ async fn write_partition(
     let mut files = Vec::new();
     let written = match upsert {
         None => write_batches(input, settings, io, task, &mut writers).await,
-        Some(upsert) => {
+        Some((upsert, mut reservation)) => {
+            let upsert = UpsertWrite {
+                deletes: upsert,
+                reservation: &mut reservation,
+            };
             write_upsert(input, settings, upsert, io, task, &mut writers, &mut files).await
         }
     };
@@ -265,7 +274,10 @@ async fn write_partition(
 async fn write_upsert(
     mut input: SendableRecordBatchStream,
     settings: &Arc<WriteSettings>,
-    upsert: &EqualityDeleteSettings,
+    UpsertWrite {
+        deletes: upsert,
+        reservation,
+    }: UpsertWrite<'_>,
     io: &TableIo,
     task: usize,
     writers: &mut HashMap<Vec<u8>, RollingFileWriter>,
@@ -278,7 +290,9 @@ async fn write_upsert(
         if tracker.is_stopped() {
             return Err(stopped());
         }
-        batches.push(conform(settings, &batch?)?);
+        let batch = conform(settings, &batch?)?;
+        reservation.try_grow(batch.get_array_memory_size())?;
+        batches.push(batch);
     }
     let Some(rows) = upsert.keys().keep_last(schema, &batches)? else {
         return Ok(());
@@ -313,6 +327,13 @@ async fn write_upsert(
         );
     }
     Ok(())
+}
+
+/// What an upsert's writer task needs beyond the data writers: the equality-delete settings and
+/// the memory reservation of the rows it holds.
+struct UpsertWrite<'a> {
+    deletes: &'a EqualityDeleteSettings,
+    reservation: &'a mut MemoryReservation,
 }
 
 /// `batch` in the writer's Arrow schema (DataFusion's casts to the table's types drop field ids

@@ -20,7 +20,8 @@
 //!
 //! Cost: each writer task holds the rows it receives until its input ends (to know which row
 //! of a key is the last), so an upsert statement's rows are in memory at once, spread over the
-//! writer tasks. No conflict validation runs before the commit (Flink's upsert has none either):
+//! writer tasks and reserved from the session's memory pool (an upsert larger than the pool
+//! fails with DataFusion's "Resources exhausted", writing nothing). No conflict validation runs before the commit (Flink's upsert has none either):
 //! of two concurrent upserts of one key, the one committed last wins, since its equality deletes
 //! carry the higher sequence number.
 //!

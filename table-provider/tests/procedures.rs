@@ -721,15 +721,25 @@ async fn remove_orphan_files_finds_planted_orphans_on_both_catalogs() {
             "{kind}"
         );
 
-        // A cutoff in the future takes the fresh orphan too, and still nothing referenced.
+        // A cutoff in the future lists the fresh orphan too, and still nothing referenced;
+        // deleting with a cutoff less than 24 hours ago is refused, as in Spark.
         let tomorrow = (chrono::Utc::now() + chrono::Duration::days(1)).format("%Y-%m-%d %H:%M:%S");
         let out = run(
             &ctx,
-            &format!("CALL iceberg.system.remove_orphan_files(table => 'db.o', older_than => TIMESTAMP '{tomorrow}')"),
+            &format!(
+                "CALL iceberg.system.remove_orphan_files(table => 'db.o', older_than => TIMESTAMP '{tomorrow}', dry_run => true)"
+            ),
         )
         .await;
         assert_eq!(rows(&out), BTreeSet::from([fresh_orphan.clone()]), "{kind}");
-        left.remove(&fresh_orphan);
+        let err = error(
+            &ctx,
+            &format!(
+                "CALL iceberg.system.remove_orphan_files(table => 'db.o', older_than => TIMESTAMP '{tomorrow}')"
+            ),
+        )
+        .await;
+        assert!(err.contains("less than 24 hours"), "{kind}: {err}");
         assert_eq!(listing(&table_dir), left, "{kind}");
         assert_eq!(
             ids(&ctx, "SELECT id FROM iceberg.db.o").await,

@@ -15,6 +15,9 @@
 //! lists another is still recognised as referenced (a name can only be kept wrongly, never
 //! deleted wrongly).
 //!
+//! As Spark's procedure, a cutoff less than 24 hours ago is refused (a write in progress has
+//! files no metadata references yet), except with `dry_run`, which only lists.
+//!
 //! Output (Spark's): one row per orphan, `orphan_file_location` (string), listed whether or
 //! not `dry_run` kept it. Accepted and ignored: `max_concurrent_deletes`, `equal_schemes`,
 //! `equal_authorities`, `prefix_mismatch_mode`, `prefix_listing`, `stream_results`;
@@ -69,6 +72,9 @@ fn output_schema() -> SchemaRef {
 /// Files younger than this are never orphans unless `older_than` says otherwise (Java's).
 const DEFAULT_MIN_AGE_MS: i64 = 3 * 24 * 60 * 60 * 1000;
 
+/// The shortest age of a file that may be deleted (Spark's procedure refuses shorter intervals).
+const MIN_INTERVAL_MS: i64 = 24 * 60 * 60 * 1000;
+
 /// The metadata directory's version hint (Hadoop layout).
 const VERSION_HINT: &str = "version-hint.text";
 
@@ -94,6 +100,14 @@ fn run(ctx: &ProcedureContext, args: ProcedureArgs) -> ProcedureFuture<'_> {
             None => now_ms() - DEFAULT_MIN_AGE_MS,
         };
         let dry_run = args.bool_opt("dry_run")?.unwrap_or(false);
+        if !dry_run && now_ms() - older_than < MIN_INTERVAL_MS {
+            return Err(Error::InvalidArgument(
+                "procedure remove_orphan_files: cannot remove orphan files with an interval less \
+                 than 24 hours (older_than): files of writes still in progress could be deleted; \
+                 list them with dry_run => true"
+                    .into(),
+            ));
+        }
         let table = ctx.load_table(&args, "table").await?;
         let location = args.string_opt("location")?;
         let orphans = find_orphans(&table, location.as_deref(), older_than).await?;

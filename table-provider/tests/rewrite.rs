@@ -397,6 +397,17 @@ async fn petrel_deletes_are_compacted_away_and_spark_reads_the_result() {
             expected,
             "{table}: DuckDB"
         );
+        let mut pyiceberg: Vec<String> = t["pyiceberg"]
+            .as_array()
+            .expect("pyiceberg rows")
+            .iter()
+            .map(|r| {
+                let r: Value = serde_json::from_str(r.as_str().expect("row text")).expect("row");
+                json!([r["id"], r["region"], r["amount"]]).to_string()
+            })
+            .collect();
+        pyiceberg.sort();
+        assert_eq!(pyiceberg, expected, "{table}: PyIceberg");
         let files = t["files"].as_array().expect("files");
         assert!(
             files.iter().all(|f| f["content"] == 0),

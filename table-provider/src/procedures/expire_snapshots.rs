@@ -130,7 +130,15 @@ fn run(ctx: &ProcedureContext, args: ProcedureArgs) -> ProcedureFuture<'_> {
             })
             .await?;
         let counts = match base {
-            Some(base) => delete_unreachable(&base, &committed).await?,
+            Some(base) => {
+                // As Java: the files are compared with the table as it is now, so a commit that
+                // landed since (its base our metadata) keeps what it references.
+                let now = match ctx.catalog.load_table(committed.ident()).await {
+                    Ok(now) => now,
+                    Err(_) => committed,
+                };
+                delete_unreachable(&base, &now).await?
+            }
             None => [0; 6],
         };
         let columns: Vec<ArrayRef> = counts

@@ -515,8 +515,8 @@ impl QueryEngine {
             inner: stream,
             cancelled: Box::pin(token.cancelled_owned()),
             done: false,
-            _permit: permit,
-            _registration: registration,
+            permit: Some(permit),
+            registration: Some(registration),
         };
         // The report logs and counts the query when its stream ends (`query_report`).
         Ok((schema, report.stream(guarded.boxed())))
@@ -635,16 +635,26 @@ pub fn flight_schema(schema: &SchemaRef) -> SchemaRef {
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
-/// A query's result stream: ends with CANCELLED when the query is cancelled, releases its
-/// work slot and its cancellation entry when dropped.
+/// A query's result stream: ends with CANCELLED when the query is cancelled; releases its
+/// work slot and its cancellation entry as soon as it ends (so a cancel right after the client
+/// saw the end answers NOT_CANCELLABLE), or when dropped.
 struct QueryStream {
     inner: BoxStream<'static, Result<RecordBatch, Status>>,
     cancelled: Pin<Box<WaitForCancellationFutureOwned>>,
     done: bool,
-    _permit: Admitted,
-    /// Its entry in the cancellation registry, removed (the query recorded as finished) on
-    /// drop.
-    _registration: Registration,
+    permit: Option<Admitted>,
+    /// Its entry in the cancellation registry, removed (the query recorded as finished) when
+    /// the stream ends or is dropped.
+    registration: Option<Registration>,
+}
+
+impl QueryStream {
+    /// The query ended: its slot and its cancellation entry go now.
+    fn end(&mut self) {
+        self.done = true;
+        self.permit = None;
+        self.registration = None;
+    }
 }
 
 impl Stream for QueryStream {
@@ -655,10 +665,10 @@ impl Stream for QueryStream {
             return Poll::Ready(None);
         }
         if self.cancelled.as_mut().poll(cx).is_ready() {
-            self.done = true;
             // Stop DataFusion now (its tasks are aborted and its memory returned on drop),
             // not when the client gets around to dropping the response.
             self.inner = futures::stream::empty().boxed();
+            self.end();
             return Poll::Ready(Some(Err(Error::Cancelled(
                 "query cancelled (CancelFlightInfo / CancelQuery)".into(),
             )
@@ -666,7 +676,7 @@ impl Stream for QueryStream {
         }
         let next = self.inner.poll_next_unpin(cx);
         if let Poll::Ready(None | Some(Err(_))) = &next {
-            self.done = true;
+            self.end();
         }
         next
     }

@@ -60,6 +60,7 @@ pub mod row_level;
 pub mod scan;
 pub mod signed_zero;
 pub mod spec;
+mod sql_tokens;
 pub mod statements;
 pub mod time_travel;
 pub mod write;

@@ -24,6 +24,7 @@ use iceberg::spec::Transform;
 
 use super::types::{ParsedType, TypeName};
 use crate::error::{Error, Result};
+use crate::sql_tokens::TokenCursor;
 
 /// A DDL statement Petrel runs itself.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,7 +106,7 @@ pub fn parse_ddl(sql: &str) -> Result<Option<DdlStatement>> {
     let tokens = Tokenizer::new(&GenericDialect {}, sql)
         .tokenize()
         .map_err(|e| Error::InvalidArgument(format!("cannot read statement: {e}")))?;
-    let mut p = Tokens::new(tokens);
+    let mut p = TokenCursor::new(tokens);
     let statement = if p.keyword("CREATE") {
         if p.keyword_any(&["SCHEMA", "DATABASE", "NAMESPACE"]) {
             let if_not_exists = p.keywords(&["IF", "NOT", "EXISTS"]);
@@ -146,7 +147,7 @@ pub fn parse_ddl(sql: &str) -> Result<Option<DdlStatement>> {
     Ok(Some(statement))
 }
 
-fn create_table(p: &mut Tokens) -> Result<CreateTable> {
+fn create_table(p: &mut TokenCursor) -> Result<CreateTable> {
     let mut table = CreateTable {
         if_not_exists: p.keywords(&["IF", "NOT", "EXISTS"]),
         name: p.name()?,
@@ -242,7 +243,7 @@ fn create_table(p: &mut Tokens) -> Result<CreateTable> {
     Ok(table)
 }
 
-fn partition_term(p: &mut Tokens) -> Result<PartitionTerm> {
+fn partition_term(p: &mut TokenCursor) -> Result<PartitionTerm> {
     let first = p.identifier()?;
     if !p.eat(&Token::LParen) {
         return Ok(PartitionTerm {
@@ -289,125 +290,7 @@ fn partition_term(p: &mut Tokens) -> Result<PartitionTerm> {
     Ok(PartitionTerm { column, transform })
 }
 
-/// The statement's tokens without whitespace, and a cursor.
-struct Tokens {
-    tokens: Vec<Token>,
-    /// Every token with whitespace, for the text of `AS query`, and where each of `tokens` is.
-    all: Vec<Token>,
-    positions: Vec<usize>,
-    at: usize,
-}
-
-impl Tokens {
-    fn new(all: Vec<Token>) -> Self {
-        let mut tokens = Vec::new();
-        let mut positions = Vec::new();
-        for (i, t) in all.iter().enumerate() {
-            if !matches!(t, Token::Whitespace(_)) {
-                tokens.push(t.clone());
-                positions.push(i);
-            }
-        }
-        Self {
-            tokens,
-            all,
-            positions,
-            at: 0,
-        }
-    }
-
-    fn peek(&self) -> &Token {
-        self.tokens.get(self.at).unwrap_or(&Token::EOF)
-    }
-
-    fn at_end(&self) -> bool {
-        self.at >= self.tokens.len()
-    }
-
-    fn unexpected(&self, wanted: &str) -> Error {
-        match self.peek() {
-            Token::EOF => Error::InvalidArgument(format!("expected {wanted}, found the end")),
-            found => Error::InvalidArgument(format!("expected {wanted}, found {found}")),
-        }
-    }
-
-    /// An unquoted word equal to `keyword`, consumed.
-    fn keyword(&mut self, keyword: &str) -> bool {
-        match self.peek() {
-            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(keyword) => {
-                self.at += 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    fn keyword_any(&mut self, keywords: &[&str]) -> bool {
-        keywords.iter().any(|k| self.keyword(k))
-    }
-
-    /// All of `keywords` in a row, consumed; nothing consumed unless all match.
-    fn keywords(&mut self, keywords: &[&str]) -> bool {
-        let start = self.at;
-        if keywords.iter().all(|k| self.keyword(k)) {
-            true
-        } else {
-            self.at = start;
-            false
-        }
-    }
-
-    fn eat(&mut self, token: &Token) -> bool {
-        if self.peek() == token {
-            self.at += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn require(&mut self, token: &Token) -> Result<()> {
-        if self.eat(token) {
-            Ok(())
-        } else {
-            Err(self.unexpected(&format!("{token}")))
-        }
-    }
-
-    /// An identifier (quoted ones keep their case; unquoted ones are lowercased, as DataFusion
-    /// normalises them).
-    fn identifier(&mut self) -> Result<String> {
-        match self.peek().clone() {
-            Token::Word(w) => {
-                self.at += 1;
-                Ok(match w.quote_style {
-                    Some(_) => w.value,
-                    None => w.value.to_lowercase(),
-                })
-            }
-            _ => Err(self.unexpected("a name")),
-        }
-    }
-
-    /// A dotted name.
-    fn name(&mut self) -> Result<Vec<String>> {
-        let mut parts = vec![self.identifier()?];
-        while self.eat(&Token::Period) {
-            parts.push(self.identifier()?);
-        }
-        Ok(parts)
-    }
-
-    fn string(&mut self) -> Result<String> {
-        match self.peek().clone() {
-            Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => {
-                self.at += 1;
-                Ok(s)
-            }
-            _ => Err(self.unexpected("a quoted string")),
-        }
-    }
-
+impl TokenCursor {
     /// A property value: a string, a number or a word (`true`).
     fn property_value(&mut self) -> Result<String> {
         match self.peek().clone() {
@@ -442,18 +325,6 @@ impl Tokens {
     fn number(&mut self) -> Result<u32> {
         self.number_opt()?
             .ok_or_else(|| self.unexpected("a number"))
-    }
-
-    /// The rest of the statement as written (for `AS query`).
-    fn rest(&mut self) -> String {
-        let from = self
-            .positions
-            .get(self.at)
-            .copied()
-            .unwrap_or(self.all.len());
-        self.at = self.tokens.len();
-        let text: String = self.all[from..].iter().map(Token::to_string).collect();
-        text.trim().trim_end_matches(';').trim().to_string()
     }
 
     /// `>`, also when the tokenizer read `>>` (the end of two nested types) as one token.

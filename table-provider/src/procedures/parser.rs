@@ -24,6 +24,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use super::args::{ArgValue, CallArgs};
 use crate::catalog::RefKind;
 use crate::error::{Error, Result};
+use crate::sql_tokens::TokenCursor;
 
 /// A maintenance statement.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,7 +87,7 @@ pub fn parse_maintenance(sql: &str) -> Result<Option<MaintenanceStatement>> {
     let tokens = Tokenizer::new(&GenericDialect {}, sql)
         .tokenize()
         .map_err(|e| Error::InvalidArgument(format!("cannot read statement: {e}")))?;
-    let mut p = Cursor::new(tokens);
+    let mut p = TokenCursor::new(tokens);
     let statement = if p.keyword("CALL") {
         MaintenanceStatement::Call(call(&mut p)?)
     } else if p.keyword("ALTER") && p.keyword("TABLE") {
@@ -109,7 +110,7 @@ pub fn parse_maintenance(sql: &str) -> Result<Option<MaintenanceStatement>> {
     Ok(Some(statement))
 }
 
-fn call(p: &mut Cursor) -> Result<ProcedureCall> {
+fn call(p: &mut TokenCursor) -> Result<ProcedureCall> {
     let parts = p.name()?;
     let (catalog, name) = match parts.as_slice() {
         [system, name] if system.eq_ignore_ascii_case("system") => (None, name.clone()),
@@ -148,7 +149,7 @@ fn call(p: &mut Cursor) -> Result<ProcedureCall> {
 }
 
 /// One argument value.
-fn value(p: &mut Cursor) -> Result<ArgValue> {
+fn value(p: &mut TokenCursor) -> Result<ArgValue> {
     let negative = p.eat(&Token::Minus);
     match p.peek().clone() {
         Token::Number(n, _) => {
@@ -212,7 +213,7 @@ fn value(p: &mut Cursor) -> Result<ArgValue> {
 }
 
 /// `CREATE/REPLACE/DROP BRANCH/TAG …` after `ALTER TABLE name`; `None` for other ALTER TABLEs.
-fn ref_statement(p: &mut Cursor, table: Vec<String>) -> Result<Option<RefStatement>> {
+fn ref_statement(p: &mut TokenCursor, table: Vec<String>) -> Result<Option<RefStatement>> {
     let (create, replace) = if p.keywords(&["CREATE", "OR", "REPLACE"]) {
         (true, true)
     } else if p.keyword("CREATE") {
@@ -291,7 +292,7 @@ fn ref_statement(p: &mut Cursor, table: Vec<String>) -> Result<Option<RefStateme
     }))
 }
 
-fn ref_kind(p: &mut Cursor) -> Option<RefKind> {
+fn ref_kind(p: &mut TokenCursor) -> Option<RefKind> {
     if p.keyword("BRANCH") {
         Some(RefKind::Branch)
     } else if p.keyword("TAG") {
@@ -301,113 +302,8 @@ fn ref_kind(p: &mut Cursor) -> Option<RefKind> {
     }
 }
 
-/// The statement's tokens without whitespace, and a cursor.
-struct Cursor {
-    tokens: Vec<Token>,
-    at: usize,
-}
-
-impl Cursor {
-    fn new(all: Vec<Token>) -> Self {
-        Self {
-            tokens: all
-                .into_iter()
-                .filter(|t| !matches!(t, Token::Whitespace(_)))
-                .collect(),
-            at: 0,
-        }
-    }
-
-    fn peek(&self) -> &Token {
-        self.peek_at(0)
-    }
-
-    fn peek_at(&self, ahead: usize) -> &Token {
-        self.tokens.get(self.at + ahead).unwrap_or(&Token::EOF)
-    }
-
-    fn at_end(&self) -> bool {
-        self.at >= self.tokens.len()
-    }
-
-    fn unexpected(&self, wanted: &str) -> Error {
-        match self.peek() {
-            Token::EOF => Error::InvalidArgument(format!("expected {wanted}, found the end")),
-            found => Error::InvalidArgument(format!("expected {wanted}, found {found}")),
-        }
-    }
-
-    fn keyword(&mut self, keyword: &str) -> bool {
-        match self.peek() {
-            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(keyword) => {
-                self.at += 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// All of `keywords` in a row, consumed; nothing consumed unless all match.
-    fn keywords(&mut self, keywords: &[&str]) -> bool {
-        let start = self.at;
-        if keywords.iter().all(|k| self.keyword(k)) {
-            true
-        } else {
-            self.at = start;
-            false
-        }
-    }
-
-    fn eat(&mut self, token: &Token) -> bool {
-        if self.peek() == token {
-            self.at += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    fn require(&mut self, token: &Token) -> Result<()> {
-        if self.eat(token) {
-            Ok(())
-        } else {
-            Err(self.unexpected(&format!("{token}")))
-        }
-    }
-
-    /// An identifier (quoted ones keep their case; unquoted ones are lowercased, as DataFusion
-    /// normalises them).
-    fn identifier(&mut self) -> Result<String> {
-        match self.peek().clone() {
-            Token::Word(w) => {
-                self.at += 1;
-                Ok(match w.quote_style {
-                    Some(_) => w.value,
-                    None => w.value.to_lowercase(),
-                })
-            }
-            _ => Err(self.unexpected("a name")),
-        }
-    }
-
-    fn name(&mut self) -> Result<Vec<String>> {
-        let mut parts = vec![self.identifier()?];
-        while self.eat(&Token::Period) {
-            parts.push(self.identifier()?);
-        }
-        Ok(parts)
-    }
-
-    fn string(&mut self) -> Result<String> {
-        match self.peek().clone() {
-            Token::SingleQuotedString(s) => {
-                self.at += 1;
-                Ok(s)
-            }
-            _ => Err(self.unexpected("a quoted string")),
-        }
-    }
-
+impl TokenCursor {
+    /// A whole number, optionally negative.
     fn long(&mut self) -> Result<i64> {
         let negative = self.eat(&Token::Minus);
         match self.peek().clone() {

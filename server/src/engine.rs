@@ -465,7 +465,11 @@ impl QueryEngine {
         let (schema, stream): (SchemaRef, BoxStream<'static, _>) = if rows.is_empty() {
             let planned = match self.planned.take(&ticket) {
                 Some(planned) => planned,
-                None => self.plan(&ticket.sql, &session, None).await?,
+                // Planning (catalog and manifest reads) stops at a cancel too.
+                None => tokio::select! {
+                    planned = self.plan(&ticket.sql, &session, None) => planned?,
+                    _ = token.cancelled() => return Err(cancelled()),
+                },
             };
             refuse_write_ticket(&planned.frame)?;
             let stream = crate::query_report::execute(planned.frame, &observer).await?;
@@ -473,7 +477,10 @@ impl QueryEngine {
         } else {
             // Planned once; each row is bound and run when the previous one's results are
             // sent, so only one row's plan exists at a time.
-            let unbound = self.plan_sql(&ticket.sql, &session).await?;
+            let unbound = tokio::select! {
+                unbound = self.plan_sql(&ticket.sql, &session) => unbound?,
+                _ = token.cancelled() => return Err(cancelled()),
+            };
             refuse_write_ticket(&unbound)?;
             let first = bind(unbound.clone(), rows.row(0)?)?;
             let schema = flight_schema(first.schema().inner());

@@ -79,6 +79,9 @@ pub struct IcebergTableProvider {
     only_files: Option<Arc<HashSet<String>>>,
     /// Every INSERT is an upsert, whatever `write.upsert.enabled` says.
     upsert: bool,
+    /// For a row-level write: the filters its positional scans of the whole table were planned
+    /// with, shared by this provider's clones ([`Self::recording_read_filter`]).
+    read_filters: Option<Arc<std::sync::Mutex<Vec<Predicate>>>>,
 }
 
 impl IcebergTableProvider {
@@ -117,6 +120,7 @@ impl IcebergTableProvider {
             positional_schema: None,
             only_files: None,
             upsert: false,
+            read_filters: None,
         })
     }
 
@@ -159,6 +163,27 @@ impl IcebergTableProvider {
             upsert: true,
             ..self.clone()
         }
+    }
+
+    /// This table, recording the filters its positional scans (not those of [`Self::only_files`])
+    /// are planned with, in this provider and its clones: a row-level write's conflict filter
+    /// (Spark's `conflictDetectionFilter`: the filters pushed to the scan of the target).
+    pub fn recording_read_filter(&self) -> Self {
+        Self {
+            read_filters: Some(Arc::default()),
+            ..self.clone()
+        }
+    }
+
+    /// What the recorded positional scans may have read ([`Self::recording_read_filter`]): the
+    /// disjunction of their filters, `None` when nothing was recorded (read as "any row").
+    pub fn read_filter(&self) -> Option<Predicate> {
+        let recorded = self.read_filters.as_ref()?;
+        let filters = recorded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        (!filters.is_empty()).then(|| Predicate::or(filters))
     }
 
     /// Whether an INSERT into this table is an upsert ([`Self::upsert`], or the table's
@@ -416,6 +441,16 @@ impl TableProvider for IcebergTableProvider {
         // A positional scan reads every row of the files it plans: no limit.
         let limit = if positional { None } else { limit };
         let mut plan = self.plan(filters, limit, target_partitions).await?;
+        if let Some(recorded) = &self.read_filters
+            && positional
+            && self.only_files.is_none()
+        {
+            let (filter, _) = Predicate::from_filters(filters, &self.resolved.schema);
+            recorded
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(filter);
+        }
         if let Some(only) = &self.only_files {
             for tasks in &mut plan.partitions {
                 tasks.retain(|task| only.contains(&task.file.path));

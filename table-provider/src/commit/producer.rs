@@ -59,7 +59,7 @@ pub struct SnapshotChange {
 /// A compaction (`rewrite_data_files`), as Java's `RewriteFiles` with `dataSequenceNumber`: the
 /// new data files hold the rows of the files it replaces, with every delete that applied to
 /// them at the snapshot read already applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Rewrite {
     /// The snapshot read and the data files replaced. Before each attempt no replaced file may
     /// have been removed, nor a position delete that may apply to one added, since;

@@ -1,7 +1,7 @@
-//! Conflict checks of a row delta (a merge-on-read DELETE): before each commit attempt, the
-//! commits made since the snapshot the statement read must not have changed the rows it
-//! deletes. As Iceberg Java's `BaseRowDelta` checks them (`validateDataFilesExist`,
-//! `validateNoConflictingDeleteFiles`), without a conflict-detection filter, so conservatively:
+//! Conflict checks of a row delta (DELETE, UPDATE, MERGE in either mode): before each commit
+//! attempt, the commits made since the snapshot the statement read must not have changed the
+//! rows it read. As Iceberg Java's `BaseRowDelta` / `BaseOverwriteFiles` check them
+//! (`validateDataFilesExist`, `validateNoConflictingDeleteFiles`, `validateNoConflictingData`):
 //!
 //! - the snapshot read must still be an ancestor of `main` (not rolled back or replaced);
 //! - no data file the statement deletes from was removed since (a concurrent overwrite,
@@ -9,15 +9,19 @@
 //! - no delete file that may apply to those data files was added since: a file-scoped one
 //!   naming one of them (a concurrent DELETE or UPDATE of the same file; in format 3 two
 //!   deletion vectors for one data file are not allowed), a partition-scoped position delete,
-//!   or an equality delete.
-//!
-//! Appends since the snapshot read never conflict: their rows were not read, and a DELETE that
-//! read a snapshot does not delete rows added after it (snapshot isolation for new data; Java's
-//! serializable check of new data against the DELETE's filter is not done yet).
+//!   or an equality delete (conservatively, without a filter);
+//! - under `serializable` isolation (the statement's `write.{delete,update,merge}.isolation-level`,
+//!   Iceberg's default), with a [`RowDeltaCheck::conflict_filter`]: no data file added since by
+//!   an `append` or `overwrite` may hold rows matching the statement's filter (Java's
+//!   `validateAddedDataFiles` with Spark's `conflictDetectionFilter`, the filters pushed to the
+//!   scan of the target), judged by partition values and column metrics as scan planning judges
+//!   them. Under `snapshot` isolation there is no filter and new data never conflicts. An append
+//!   that cannot match the filter does not conflict: the commit retries over it.
 //!
 //! A compaction (`validate_rewrite`, Java's `BaseRewriteFiles`) gets the same checks for the
-//! data files it replaces, except that equality deletes added since do not conflict: its new
-//! files keep the data sequence number of the snapshot read, so those deletes still apply.
+//! data files it replaces (no added-data check), except that equality deletes added since do
+//! not conflict: its new files keep the data sequence number of the snapshot read, so those
+//! deletes still apply.
 //!
 //! A failed check is [`Error::ConcurrentModification`]: the statement must be run again (it is
 //! not retried: its rows were chosen from the old snapshot).
@@ -26,19 +30,26 @@ use std::collections::HashSet;
 
 use iceberg::spec::{
     DataContentType, MAIN_BRANCH, Manifest, ManifestContentType, ManifestList, ManifestStatus,
+    Operation,
 };
 
 use crate::catalog::LoadedTable;
 use crate::error::{Error, Result};
 use crate::io::normalize_location;
+use crate::plan::{Predicate, data_file_might_match};
 
 /// What a row delta read and changes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RowDeltaCheck {
     /// The snapshot of `main` the statement read.
     pub from_snapshot_id: i64,
     /// The data files it deletes rows from (locations as the manifests name them).
     pub data_files: HashSet<String>,
+    /// Under serializable isolation, the statement's conflict-detection filter (over the
+    /// table's field ids; `Predicate::True` for "any row"): a data file added since that may
+    /// hold matching rows conflicts. `None`: added data files are not checked (snapshot
+    /// isolation, compactions).
+    pub conflict_filter: Option<Predicate>,
 }
 
 /// Checks `base` (the table as this attempt sees it) against `check`.
@@ -89,10 +100,11 @@ async fn validate(
         .iter()
         .map(|p| normalize_location(p))
         .collect();
-    if wanted.is_empty() {
+    if wanted.is_empty() && check.conflict_filter.is_none() {
         // Nothing read whose rows could change (a rewrite of delete files only).
         return Ok(());
     }
+    let schema = metadata.current_schema();
     for snapshot in since {
         let id = snapshot.snapshot_id();
         let operation = snapshot.summary().operation.as_str();
@@ -114,12 +126,33 @@ async fn validate(
             let manifest = Manifest::parse_avro(&bytes)
                 .map_err(|e| Error::corrupt(&name, "manifest", path, e))?;
             let deletes = matches!(manifest.metadata().content(), ManifestContentType::Deletes);
+            let spec = manifest.metadata().partition_spec();
+            // Only appends and overwrites add rows that the statement did not see (a
+            // compaction's `replace` moves rows it did see).
+            let added_filter = check.conflict_filter.as_ref().filter(|_| {
+                !deletes
+                    && matches!(
+                        snapshot.summary().operation,
+                        Operation::Append | Operation::Overwrite
+                    )
+            });
             for entry in manifest.entries() {
                 let by_this = entry.snapshot_id().is_none_or(|s| s == id);
                 if !by_this {
                     continue;
                 }
                 let file = entry.data_file();
+                if let Some(filter) = added_filter
+                    && entry.status() == ManifestStatus::Added
+                    && data_file_might_match(filter, spec, schema, file)
+                {
+                    return Err(conflict(format!(
+                        "a concurrent commit (snapshot {id}, {operation}) added data file {} \
+                         that may hold rows matching the statement's filter (serializable \
+                         isolation); run the statement again",
+                        file.file_path()
+                    )));
+                }
                 match (deletes, entry.status()) {
                     (false, ManifestStatus::Deleted)
                         if wanted.contains(&normalize_location(file.file_path())) =>

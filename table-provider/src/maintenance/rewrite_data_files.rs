@@ -304,6 +304,7 @@ pub async fn rewrite_data_files(
             read: RowDeltaCheck {
                 from_snapshot_id: snapshot_id,
                 data_files: rewritten,
+                conflict_filter: None,
             },
             data_sequence_number: sequence_number,
         }),

@@ -254,6 +254,7 @@ pub async fn rewrite_position_delete_files(
             read: RowDeltaCheck {
                 from_snapshot_id: snapshot_id,
                 data_files: HashSet::new(),
+                conflict_filter: None,
             },
             data_sequence_number: metadata
                 .current_snapshot()

@@ -23,6 +23,8 @@ mod predicate;
 mod task;
 
 pub use manifest_cache::{DEFAULT_MANIFEST_CACHE_BYTES, ManifestCache};
-pub use planner::{DEFAULT_SPLIT_SIZE, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest};
+pub use planner::{
+    DEFAULT_SPLIT_SIZE, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, data_file_might_match,
+};
 pub use predicate::{CmpOp, Predicate};
 pub use task::{DataFileRef, DeleteFileRef, DeleteKind, ScanTask};

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::{DataFile, ManifestContentType, ManifestFile, ManifestStatus, SchemaRef};
+use iceberg::spec::{
+    DataFile, ManifestContentType, ManifestFile, ManifestStatus, PartitionSpec, Schema, SchemaRef,
+};
 
 use super::bin_pack::bin_pack;
 use super::evaluator::{FieldStats, might_match};
@@ -313,6 +315,28 @@ impl ScanPlanner {
 
 fn data_sequence_number(entry_seq: Option<i64>, mf: &ManifestFile) -> i64 {
     entry_seq.unwrap_or(mf.sequence_number)
+}
+
+/// Whether data file `file` (of partition spec `spec`) may hold rows matching `filter` (over
+/// `schema`'s field ids), judged as scan planning judges it: its partition tuple, then its
+/// column metrics. Conflict validation uses it for the files a concurrent commit added.
+pub fn data_file_might_match(
+    filter: &Predicate,
+    spec: &PartitionSpec,
+    schema: &Schema,
+    file: &DataFile,
+) -> bool {
+    if filter.is_true() {
+        return true;
+    }
+    if !PartitionFilter::project(filter, spec, schema).matches_partition(file.partition()) {
+        return false;
+    }
+    let mut keys = Vec::new();
+    filter.keys(&mut keys);
+    keys.sort_unstable();
+    keys.dedup();
+    metrics_might_match(filter, &keys, file)
 }
 
 /// Whether column metrics allow `file` to hold rows matching `filter`.

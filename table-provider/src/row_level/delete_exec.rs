@@ -26,6 +26,7 @@ use crate::deletes::{read_deletion_vector, read_position_delete_file};
 use crate::dml::count_properties;
 use crate::error::{Error, Result};
 use crate::io::normalize_location;
+use crate::plan::Predicate;
 use crate::provider::IcebergTableProvider;
 use crate::write::deletion_vector::{DeletionVectorInput, write_deletion_vectors};
 use crate::write::position_deletes::write_position_deletes;
@@ -220,6 +221,7 @@ pub(super) async fn delete_positions(
     let check = RowDeltaCheck {
         from_snapshot_id: snapshot_id,
         data_files: paths.clone(),
+        conflict_filter: conflict_filter(provider, mode_property)?,
     };
     let new_row_files: Vec<String> = new_rows.iter().map(|f| f.file_path().to_string()).collect();
     let mode = row_level_mode(table, mode_property);
@@ -292,6 +294,32 @@ pub(super) async fn delete_positions(
         rewrite: None,
     };
     commit_or_clean_up(catalog, table, change, &written).await
+}
+
+/// The conflict-detection filter of a row-level write whose mode is `mode_property`: under the
+/// table's `write.{delete,update,merge}.isolation-level` `serializable` (the default), the
+/// filters its positional scan of the target was planned with (any row when none was
+/// recorded), so that a concurrent commit adding data files that may hold matching rows fails
+/// the statement; under `snapshot`, none.
+fn conflict_filter(
+    provider: &IcebergTableProvider,
+    mode_property: &str,
+) -> Result<Option<Predicate>> {
+    let table = provider.table();
+    let property = mode_property.replace(".mode", ".isolation-level");
+    let level = table
+        .metadata()
+        .properties()
+        .get(&property)
+        .map(|l| l.trim().to_ascii_lowercase());
+    match level.as_deref() {
+        None | Some("serializable") => Ok(Some(provider.read_filter().unwrap_or(Predicate::True))),
+        Some("snapshot") => Ok(None),
+        Some(other) => Err(Error::InvalidArgument(format!(
+            "table {}: {property} is '{other}'; Iceberg knows serializable and snapshot",
+            table.ident()
+        ))),
+    }
 }
 
 /// Commits `change`; on a failure whose outcome is known, deletes the files it `written`.

@@ -102,7 +102,10 @@ async fn plan_merge(state: &SessionState, statement: MergeStatement) -> Result<L
         .enable_ident_normalization;
     let name = statement.target.to_string();
     let reference = object_name_to_table_reference(statement.target.clone(), normalize)?;
-    let provider = target_table(state, &reference, &name).await?;
+    // The positional scan records the filters it is planned with: the conflict filter.
+    let provider = target_table(state, &reference, &name)
+        .await?
+        .recording_read_filter();
     let table = provider.table().ident().to_string();
     let invalid =
         |message: String| Error::InvalidArgument(format!("MERGE INTO {table}: {message}"));

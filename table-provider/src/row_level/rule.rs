@@ -54,6 +54,8 @@ fn rewrite_delete(dml: DmlStatement) -> DFResult<Transformed<LogicalPlan>> {
     else {
         return Ok(Transformed::no(LogicalPlan::Dml(dml)));
     };
+    // The positional scan records the filters it is planned with: the conflict filter.
+    let provider = provider.recording_read_filter();
     let table = provider.table().ident().to_string();
     let (predicate, scan_name) = where_clause(&dml.input, &table)?;
     let positional = provider_as_source(Arc::new(provider.positional()));
@@ -80,6 +82,8 @@ fn rewrite_update(dml: DmlStatement) -> DFResult<Transformed<LogicalPlan>> {
     else {
         return Ok(Transformed::no(LogicalPlan::Dml(dml)));
     };
+    // The positional scan records the filters it is planned with: the conflict filter.
+    let provider = provider.recording_read_filter();
     let table = provider.table().ident().to_string();
     let LogicalPlan::Projection(projection) = dml.input.as_ref() else {
         return Err(unsupported(&table, &dml.input));

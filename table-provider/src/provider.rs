@@ -54,7 +54,7 @@ use crate::plan::{
 };
 use crate::scan::{
     FILE_PATH_COLUMN, FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory,
-    NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, partitioned_file,
+    NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, metadata_statistics, partitioned_file,
 };
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 use crate::write::data_file_writer::WriteSettings;
@@ -464,6 +464,9 @@ impl TableProvider for IcebergTableProvider {
             None => (0..full_schema.fields().len()).collect(),
         };
         let projected_schema = Arc::new(full_schema.project(&requested)?);
+        let statistics = self
+            .exact_statistics(&plan, filters, limit, &requested)
+            .await?;
         // The table columns to read; a positional scan's own two columns come after them.
         let table_columns = self.arrow_schema.fields().len();
         let projection: Vec<usize> = requested
@@ -473,12 +476,10 @@ impl TableProvider for IcebergTableProvider {
             .collect();
         if plan.partitions.is_empty() {
             let empty: Arc<dyn ExecutionPlan> = Arc::new(EmptyExec::new(projected_schema));
-            return Ok(Arc::new(IcebergScanExec::new(
-                empty,
-                table_name,
-                plan.snapshot_id,
-                plan.metrics,
-            )));
+            return Ok(Arc::new(
+                IcebergScanExec::new(empty, table_name, plan.snapshot_id, plan.metrics)
+                    .with_statistics(statistics),
+            ));
         }
 
         let deletes = MergeLayout::new(&plan, &self.arrow_schema, &projection, positional);
@@ -613,14 +614,48 @@ impl TableProvider for IcebergTableProvider {
                 positional,
             }
         });
-        Ok(Arc::new(IcebergScanExec::with_metrics(
-            input,
-            table_name,
-            plan.snapshot_id,
-            plan.metrics,
-            metrics,
-            merge,
-        )))
+        Ok(Arc::new(
+            IcebergScanExec::with_metrics(
+                input,
+                table_name,
+                plan.snapshot_id,
+                plan.metrics,
+                metrics,
+                merge,
+            )
+            .with_statistics(statistics),
+        ))
+    }
+}
+
+impl IcebergTableProvider {
+    /// The exact statistics of the rows a scan of `plan` returns (columns `requested`), from
+    /// the manifests: only for a scan of whole files (no limit, every filter exact, not
+    /// positional or restricted to some files).
+    async fn exact_statistics(
+        &self,
+        plan: &ScanPlan,
+        filters: &[Expr],
+        limit: Option<usize>,
+        requested: &[usize],
+    ) -> DFResult<Option<datafusion::common::Statistics>> {
+        let filters: Vec<&Expr> = filters.iter().collect();
+        let exact_filters = self
+            .supports_filters_pushdown(&filters)?
+            .iter()
+            .all(|f| *f == TableProviderFilterPushDown::Exact);
+        if limit.is_some()
+            || plan.metrics.stopped_by_limit
+            || !exact_filters
+            || self.only_files.is_some()
+            || self.positional_schema.is_some()
+        {
+            return Ok(None);
+        }
+        let stats =
+            metadata_statistics(&self.table, self.planner.cache(), plan, &self.arrow_schema)
+                .await?;
+        Ok(stats.map(|s| s.project(Some(&requested))))
     }
 }
 

@@ -200,7 +200,9 @@ async fn broken_delete_files_fail_the_query_naming_the_file() {
         for sql in [
             format!("SELECT * FROM mor.db.{name}"),
             format!("SELECT payload FROM mor.db.{name}"),
-            format!("SELECT count(*) FROM mor.db.{name}"),
+            // (`count(*)` may be answered from the manifests without reading the delete file:
+            // `metadata_answers`; counting a column reads it.)
+            format!("SELECT count(payload) FROM mor.db.{name}"),
             format!("SELECT * FROM mor.db.{name} LIMIT 3"),
             format!("SELECT * FROM mor.db.{name} WHERE id > 0"),
         ] {

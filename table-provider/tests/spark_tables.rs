@@ -41,8 +41,20 @@ fn metric(metrics: &MetricsSet, name: &str) -> usize {
     metrics.sum_by_name(name).map_or(0, |v| v.as_usize())
 }
 
-/// Runs `sql` (one count) and returns it with the Iceberg scan's metrics.
+/// Runs `sql` (one count) through a scan and returns it with the Iceberg scan's metrics (the
+/// session without `AggregateStatistics`, which would answer a count from the manifests).
 async fn count_with_metrics(ctx: &SessionContext, sql: &str) -> (i64, MetricsSet) {
+    let rules = ctx
+        .state()
+        .physical_optimizers()
+        .iter()
+        .filter(|r| r.name() != "aggregate_statistics")
+        .cloned()
+        .collect();
+    let state = datafusion::execution::SessionStateBuilder::new_from_existing(ctx.state())
+        .with_physical_optimizer_rules(rules)
+        .build();
+    let ctx = &SessionContext::new_with_state(state);
     let (plan, batches) = run_plan(ctx, sql).await;
     let metrics = common::find_scan(&plan)
         .and_then(datafusion::physical_plan::ExecutionPlan::metrics)

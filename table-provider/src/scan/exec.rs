@@ -9,6 +9,10 @@
 //! counts are this node's metrics, so `EXPLAIN ANALYZE` shows them next to the Parquet scan's
 //! own (row groups pruned, bytes scanned).
 //!
+//! When the manifests prove them (`metadata_stats`), the node reports exact statistics (rows,
+//! null counts, min/max): DataFusion's `AggregateStatistics` then answers `count(*)`,
+//! `count(c)`, `min(c)` and `max(c)` without running the scan.
+//!
 //! With deletes, each partition is read by `merge_stream`: files with positional deletes one
 //! by one with their deleted positions skipped or filtered out, then rows matching equality
 //! deletes and the helper columns (equality keys the query did not project, the file index)
@@ -18,7 +22,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::common::{DataFusionError, Result as DFResult, Statistics};
 use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
@@ -47,6 +51,9 @@ pub struct IcebergScanExec {
     /// Struct columns narrowed to the fields the query accesses.
     leaves: Option<Arc<LeafProjection>>,
     properties: Arc<PlanProperties>,
+    /// Exact statistics of the rows this scan returns, proven from the manifests (see
+    /// `metadata_stats`): DataFusion's `AggregateStatistics` answers aggregates from them.
+    statistics: Option<Arc<Statistics>>,
 }
 
 impl IcebergScanExec {
@@ -108,7 +115,19 @@ impl IcebergScanExec {
             merge,
             leaves: None,
             properties,
+            statistics: None,
         }
+    }
+
+    /// This scan reporting `statistics` (exact, one column statistics per output column;
+    /// ignored otherwise) as its own.
+    pub fn with_statistics(mut self, statistics: Option<Statistics>) -> Self {
+        self.statistics = statistics
+            .filter(|s| {
+                s.column_statistics.len() == self.properties.eq_properties.schema().fields().len()
+            })
+            .map(Arc::new);
+        self
     }
 
     /// What planning did.
@@ -142,6 +161,7 @@ impl IcebergScanExec {
             merge,
         );
         scan.leaves = leaves;
+        scan.statistics = self.statistics.clone();
         scan
     }
 
@@ -345,6 +365,15 @@ impl ExecutionPlan for IcebergScanExec {
 
     fn metrics(&self) -> Option<MetricsSet> {
         Some(self.metrics.clone_inner())
+    }
+
+    /// The whole scan's statistics are exact when the manifests proved them; otherwise (and
+    /// per partition) unknown.
+    fn partition_statistics(&self, partition: Option<usize>) -> DFResult<Statistics> {
+        match (&self.statistics, partition) {
+            (Some(stats), None) => Ok(stats.as_ref().clone()),
+            _ => Ok(Statistics::new_unknown(&self.schema())),
+        }
     }
 
     /// Does not move the projection, but narrows the struct columns it only accesses fields

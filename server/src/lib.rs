@@ -10,11 +10,12 @@
 //!   ▼
 //! flight_sql::PetrelFlightSql  arrow-flight's FlightSqlService, one file per command family:
 //!   │   statement.rs (query → FlightInfo → DoGet), prepared.rs (stateless handles, DoPut params),
-//!   │   metadata.rs (catalogs, schemas, tables, keys), sql_info.rs, xdbc.rs
+//!   │   ingest.rs (bulk ingest), metadata.rs (catalogs, schemas, tables, keys), poll.rs,
+//!   │   cancel.rs, sql_info.rs, xdbc.rs
 //!   ▼
-//! engine::QueryEngine     DataFusion SessionState with one IcebergCatalogProvider per catalog,
-//!   │                     SQL safety options, per-query memory pool, concurrency permits,
-//!   │                     cancellation registry
+//! engine::QueryEngine     DataFusion SessionState with one IcebergCatalogProvider per catalog;
+//!   │                     policy (what SQL may do), server memory pool with a per-query limit,
+//!   │                     admission (work slots), cancellation (running queries)
 //!   ▼
 //! petrel_table_provider   catalogs, scan planning, Iceberg → Arrow
 //! ```
@@ -36,8 +37,10 @@
 //! - [`admission`]: the work slots every RPC that does work takes (queries, writes, planning,
 //!   catalog-reading metadata calls).
 //! - [`cancellation`]: running queries and the fate of recent ones, for CancelFlightInfo.
-//! - [`policy`]: what SQL may do (queries; INSERT INTO Iceberg tables unless `--read-only`),
-//!   decided on the logical plan.
+//! - [`policy`]: what SQL may do (queries; Iceberg DDL, writes and procedures unless
+//!   `--read-only`), an allow-list decided on the logical plan.
+//! - [`untrusted_ipc`]: Arrow IPC from clients decoded without trusting it (no panics, no
+//!   allocations a message merely declares).
 //! - [`server`]: binds, TLS, graceful shutdown.
 
 pub mod admission;

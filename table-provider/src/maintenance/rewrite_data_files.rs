@@ -22,8 +22,11 @@
 //! [`Error::ConcurrentModification`] and writes nothing. Concurrent appends only cause a retry.
 //!
 //! Not done: partial progress (one commit for all groups), `max-concurrent-file-group-rewrites`
-//! (one writer), `sort` / `zorder` strategies, and in format 3 the rows' `_row_id` lineage (the
-//! new files get new row ids, as Petrel's copy-on-write does).
+//! (one writer), `sort` / `zorder` strategies.
+//!
+//! In format 3 the rows keep their lineage: the files are read by a positional scan and each
+//! row's `_row_id` and `_last_updated_sequence_number` written explicitly
+//! (`row_level::lineage`), as Spark's rewrite does.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -43,6 +46,9 @@ use crate::commit::{FileKey, Removal, Rewrite, RowDeltaCheck, SnapshotChange, co
 use crate::dml::{IcebergWriteExec, read_data_files};
 use crate::error::{Error, Result};
 use crate::provider::IcebergTableProvider;
+use crate::row_level::lineage::{
+    LineageExec, SequenceNumbers, SnapshotLineage, tracks_lineage, with_lineage_fields,
+};
 use crate::write::data_file_writer::WriteSettings;
 
 /// Spark's default `min-input-files`.
@@ -283,8 +289,14 @@ pub async fn rewrite_data_files(
         .filter(|d| !remaining.any_applies(d))
         .collect();
 
+    // Format 3: the rows keep their lineage, written explicitly (`row_level::lineage`).
+    let arrow_schema = if tracks_lineage(metadata) {
+        with_lineage_fields(&table.schema())
+    } else {
+        table.schema()
+    };
     let settings = Arc::new(
-        WriteSettings::new(name.clone(), metadata, table.schema())?.with_target_file_size(target),
+        WriteSettings::new(name.clone(), metadata, arrow_schema)?.with_target_file_size(target),
     );
     let added = write_rows(state, table, &settings, rewritten.clone()).await?;
     let result = RewriteDataFilesResult {
@@ -438,7 +450,18 @@ async fn write_rows(
     let loaded = table.table();
     let metadata = loaded.metadata();
     let context = Arc::new(TaskContext::from(state));
-    let scan = table.only_files(files).scan(state, None, &[], None).await?;
+    let scan = if tracks_lineage(metadata) {
+        // A positional scan: each row's lineage follows from its file and position.
+        let lineage = SnapshotLineage::load(table).await?;
+        let scan = table
+            .positional()
+            .only_files(files)
+            .scan(state, None, &[], None)
+            .await?;
+        Arc::new(LineageExec::new(scan, lineage, SequenceNumbers::Keep, true))
+    } else {
+        table.only_files(files).scan(state, None, &[], None).await?
+    };
     let one: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(scan));
     let partition_type = settings.spec().partition_type(settings.schema())?;
     let write: Arc<dyn ExecutionPlan> = Arc::new(IcebergWriteExec::new(

@@ -252,11 +252,19 @@ impl ScanPlanner {
             let (mf, filter, manifest) = next?;
             metrics.manifests_read += 1;
             let spec_id = manifest.metadata().partition_spec().spec_id();
+            // Row ids a data file without its own `first_row_id` inherits (format 3), as
+            // `commit::removal` counts them: the manifest's, then per live entry in order.
+            let mut next_row_id = mf.first_row_id.map(|id| id as i64);
             for entry in manifest.entries() {
                 if entry.status() == ManifestStatus::Deleted {
                     continue;
                 }
                 let file = entry.data_file();
+                let first_row_id = file.first_row_id().or_else(|| {
+                    let first = next_row_id?;
+                    next_row_id = Some(first + file.record_count() as i64);
+                    Some(first)
+                });
                 metrics.data_files_seen += 1;
                 if !filter.matches_partition(file.partition()) {
                     metrics.files_pruned_by_partition += 1;
@@ -277,6 +285,7 @@ impl ScanPlanner {
                     record_count: file.record_count(),
                     spec_id,
                     sequence_number,
+                    first_row_id,
                     nan_free_field_ids: file
                         .nan_value_counts()
                         .iter()

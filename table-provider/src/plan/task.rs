@@ -57,6 +57,10 @@ pub struct DataFileRef {
     pub spec_id: i32,
     /// Its data sequence number (inherited when the manifest left it null).
     pub sequence_number: i64,
+    /// In format 3, the row id of its first row (inherited from its manifest when the entry
+    /// left it null): a row without an explicit `_row_id` has `first_row_id + position`.
+    #[serde(default)]
+    pub first_row_id: Option<i64>,
     /// Float columns (field ids) the file's metrics say hold no NaN (`nan_value_counts` of 0):
     /// only their Parquet min/max may prune (see `scan::nan_safe_stats`).
     pub nan_free_field_ids: Vec<i32>,

@@ -6,8 +6,8 @@
 //! `PositionColumnsExec` drops the deleted positions, and the table's own writers
 //! (`write_rows`: partitioning by the current spec, rolling files, metrics) write what is
 //! left. The commit then removes the old files, with their file-scoped deletes, and adds
-//! the new ones. In format 3 the rewritten rows get new row ids (keeping `_row_id` through a
-//! rewrite is not done yet).
+//! the new ones. In format 3 the rewritten rows keep their `_row_id` and
+//! `_last_updated_sequence_number`, written explicitly (`lineage`), as Spark's rewrites do.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,6 +17,9 @@ use datafusion::execution::{SessionStateBuilder, TaskContext};
 use datafusion::physical_plan::ExecutionPlan;
 use iceberg::spec::DataFile;
 
+use super::lineage::{
+    LineageExec, SequenceNumbers, SnapshotLineage, tracks_lineage, with_lineage_fields,
+};
 use super::position_columns::{PositionColumnsExec, PositionUse, Positions};
 use super::write_rows::write_rows;
 use crate::error::Result;
@@ -41,10 +44,23 @@ pub(super) async fn rewrite_without(
         .only_files(files)
         .scan(&state, None, &[], None)
         .await?;
+    // Format 3: the rows copied keep their `_row_id` and `_last_updated_sequence_number`.
+    let (scan, row_schema) = if tracks_lineage(table.table().metadata()) {
+        let lineage = SnapshotLineage::load(table).await?;
+        let with_lineage: Arc<dyn ExecutionPlan> = Arc::new(LineageExec::new(
+            scan,
+            lineage,
+            SequenceNumbers::Keep,
+            false,
+        ));
+        (with_lineage, with_lineage_fields(&table.schema()))
+    } else {
+        (scan, table.schema())
+    };
     let kept: Arc<dyn ExecutionPlan> = Arc::new(PositionColumnsExec::new(
         scan,
         PositionUse::Drop(Arc::clone(positions)),
-        table.schema(),
+        row_schema,
     ));
     write_rows(table, context, kept).await
 }

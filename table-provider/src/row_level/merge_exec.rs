@@ -5,7 +5,8 @@
 //! IcebergMergeExec          (one partition: commit, `count`)
 //!   └─ write_rows: IcebergWriteExec (N partitions)
 //!        └─ MergeRowsExec   (actions applied, positions recorded, cardinality checked)
-//!             └─ the plan's rows (action, new values, file, position)
+//!             └─ LineageExec (format 3: each row's `_row_id`, from its file and position)
+//!                  └─ the plan's rows (action, new values, file, position)
 //! ```
 //!
 //! The changed positions become deletes as for DELETE and UPDATE (`delete_positions`), in the
@@ -26,6 +27,9 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 
 use super::delete_exec::{commit_or_clean_up, delete_positions, row_level_mode};
+use super::lineage::{
+    LineageExec, SequenceNumbers, SnapshotLineage, tracks_lineage, with_lineage_fields,
+};
 use super::merge_rows::{MergeRowsExec, MergeTally};
 use super::write_rows::write_rows;
 use crate::catalog::Catalog;
@@ -130,16 +134,31 @@ impl ExecutionPlan for IcebergMergeExec {
         let provider = Arc::clone(&self.provider);
         let catalog = Arc::clone(&self.catalog);
         let tally: Arc<Mutex<MergeTally>> = Arc::default();
-        let rows: Arc<dyn ExecutionPlan> = Arc::new(MergeRowsExec::new(
-            Arc::clone(&self.input),
-            Arc::clone(&tally),
-            self.check_cardinality,
-            provider.table().ident().to_string(),
-            provider.schema(),
-        ));
+        let input = Arc::clone(&self.input);
+        let check_cardinality = self.check_cardinality;
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
         let stream = futures::stream::once(async move {
+            // Format 3: updated rows keep their `_row_id`, inserted rows get new ones.
+            let (input, row_schema) = if tracks_lineage(provider.table().metadata()) {
+                let lineage = SnapshotLineage::load(&provider).await?;
+                let with_lineage: Arc<dyn ExecutionPlan> = Arc::new(LineageExec::new(
+                    input,
+                    lineage,
+                    SequenceNumbers::Reset,
+                    false,
+                ));
+                (with_lineage, with_lineage_fields(&provider.schema()))
+            } else {
+                (input, provider.schema())
+            };
+            let rows: Arc<dyn ExecutionPlan> = Arc::new(MergeRowsExec::new(
+                input,
+                Arc::clone(&tally),
+                check_cardinality,
+                provider.table().ident().to_string(),
+                row_schema,
+            ));
             let new_rows = write_rows(&provider, &context, rows).await?;
             let tally = std::mem::take(&mut *tally.lock().unwrap_or_else(PoisonError::into_inner));
             let count = tally.updated + tally.deleted + tally.inserted;

@@ -34,8 +34,9 @@
 //! `UPDATE` is planned the same way, its input DataFusion's projection of the new values over
 //! the positional scan: [`IcebergUpdateExec`] writes the new rows with the table's writers and
 //! deletes the old ones as DELETE does, in `write.update.mode`, all in one `overwrite`
-//! snapshot. `UPDATE … FROM` is refused. In format 3 updated rows get new row ids (Spark keeps
-//! `_row_id`; not done yet).
+//! snapshot. `UPDATE … FROM` is refused. In format 3 the new versions keep the rows' `_row_id`
+//! (`lineage`: written explicitly, as Spark does, with a null `_last_updated_sequence_number`
+//! that inherits the commit's), and rows a copy-on-write rewrite copies keep both.
 //!
 //! `MERGE INTO` has no DataFusion plan to rewrite: `crate::statements` hands its text to
 //! [`merge_plan`] (`merge_parse` reads Spark's grammar, `*` forms included), which joins the
@@ -49,6 +50,7 @@
 mod copy_on_write;
 mod delete_exec;
 mod delete_node;
+pub(crate) mod lineage;
 mod merge_exec;
 mod merge_node;
 mod merge_parse;

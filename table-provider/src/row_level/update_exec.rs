@@ -3,7 +3,8 @@
 //!
 //! The input (new values, then each row's file path and position) streams through
 //! `PositionColumnsExec`, which records the positions and passes the new rows on to the table's
-//! writers (`write_rows`, in parallel); the positions then become deletes as for DELETE,
+//! writers (`write_rows`, in parallel; in format 3 with each row's `_row_id` and a null
+//! `_last_updated_sequence_number`, `lineage`); the positions then become deletes as for DELETE,
 //! in the table's `write.update.mode` (merge-on-read: delete files; copy-on-write: the old files
 //! rewritten without those rows), committed with the new data files as one `overwrite`.
 
@@ -20,6 +21,9 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use roaring::RoaringTreemap;
 
 use super::delete_exec::{delete_positions, row_level_mode};
+use super::lineage::{
+    LineageExec, SequenceNumbers, SnapshotLineage, tracks_lineage, with_lineage_fields,
+};
 use super::position_columns::{PositionColumnsExec, PositionUse, Positions};
 use super::write_rows::write_rows;
 use crate::catalog::Catalog;
@@ -117,14 +121,28 @@ impl ExecutionPlan for IcebergUpdateExec {
         let provider = Arc::clone(&self.provider);
         let catalog = Arc::clone(&self.catalog);
         let positions: Arc<Mutex<Positions>> = Arc::default();
-        let tap: Arc<dyn ExecutionPlan> = Arc::new(PositionColumnsExec::new(
-            Arc::clone(&self.input),
-            PositionUse::Record(Arc::clone(&positions)),
-            provider.schema(),
-        ));
+        let input = Arc::clone(&self.input);
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
         let stream = futures::stream::once(async move {
+            // Format 3: the new versions keep the rows' `_row_id`.
+            let (input, row_schema) = if tracks_lineage(provider.table().metadata()) {
+                let lineage = SnapshotLineage::load(&provider).await?;
+                let with_lineage: Arc<dyn ExecutionPlan> = Arc::new(LineageExec::new(
+                    input,
+                    lineage,
+                    SequenceNumbers::Reset,
+                    false,
+                ));
+                (with_lineage, with_lineage_fields(&provider.schema()))
+            } else {
+                (input, provider.schema())
+            };
+            let tap: Arc<dyn ExecutionPlan> = Arc::new(PositionColumnsExec::new(
+                input,
+                PositionUse::Record(Arc::clone(&positions)),
+                row_schema,
+            ));
             let new_rows = write_rows(&provider, &context, tap).await?;
             let positions =
                 std::mem::take(&mut *positions.lock().unwrap_or_else(PoisonError::into_inner));

@@ -2,9 +2,10 @@
 //! MERGE (updated and inserted rows) and copy-on-write (the rows a rewritten file keeps) add
 //! to a table.
 //!
-//! The rows (the table's columns, in the table's current schema) go through `IcebergWriteExec`
-//! (one writer per input partition: partitioning by the current spec, rolling files, metrics),
-//! and the data files it wrote are returned for the statement's one commit. A failed or dropped
+//! The rows (the table's columns, in the table's current schema, then in format 3 `_row_id` and
+//! `_last_updated_sequence_number`, written with their reserved field ids) go through
+//! `IcebergWriteExec` (one writer per input partition: partitioning by the current spec,
+//! rolling files, metrics), and the data files it wrote are returned for the statement's one commit. A failed or dropped
 //! write deletes every file it started.
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use futures::TryStreamExt;
 use iceberg::spec::DataFile;
 
+use super::lineage::{tracks_lineage, with_lineage_fields};
 use crate::dml::{IcebergWriteExec, read_data_files};
 use crate::error::{Error, Result};
 use crate::provider::IcebergTableProvider;
@@ -41,7 +43,13 @@ pub(super) async fn write_rows(
                 .into(),
         });
     }
-    let settings = Arc::new(WriteSettings::new(name, metadata, table.schema())?);
+    // Format 3: the rows come with their lineage columns (`lineage::LineageExec`).
+    let arrow_schema = if tracks_lineage(metadata) {
+        with_lineage_fields(&table.schema())
+    } else {
+        table.schema()
+    };
+    let settings = Arc::new(WriteSettings::new(name, metadata, arrow_schema)?);
     let partition_type = settings.spec().partition_type(settings.schema())?;
     let write: Arc<dyn ExecutionPlan> = Arc::new(IcebergWriteExec::new(
         rows,

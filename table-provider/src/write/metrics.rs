@@ -476,6 +476,10 @@ fn collect_leaves(
             field.name()
         ))
     })?;
+    // Row lineage columns (`_row_id`, …) are no table columns: no metrics.
+    if crate::row_level::lineage::is_lineage_field(field_id) {
+        return Ok(());
+    }
     let iceberg_field: &NestedFieldRef = schema.field_by_id(field_id).ok_or_else(|| {
         Error::InvalidArgument(format!(
             "metrics: Arrow field {:?} has field id {field_id}, which the table schema lacks",

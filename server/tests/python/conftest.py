@@ -120,11 +120,12 @@ def expected(corpus: Path, table: str) -> dict:
     return json.loads((corpus / "expected" / f"{table}.json").read_text())
 
 
-def read_back(warehouse: Path, tables: list[str], scratch: Path) -> dict:
+def read_back(warehouse: Path, tables: list[str], scratch: Path, light: tuple[str, ...] = ()) -> dict:
     """What Spark 3.5 + Iceberg 1.10, PyIceberg and DuckDB read of `tables` (names in namespace
     `db` of the Hadoop-layout `warehouse`, or `name=/path/metadata.json` for another catalog's
     table): table-provider/tests/spark/read_back.py in the Spark virtualenv of
-    scripts/setup-spark.sh (installed if missing). `scratch` takes the JVM's temporary files."""
+    scripts/setup-spark.sh (installed if missing). `scratch` takes the JVM's temporary files. The
+    `light` tables (by name) are read by Spark only (no DuckDB, PyIceberg or metric checks)."""
     subprocess.run(["bash", str(REPO / "scripts" / "setup-spark.sh")], check=True,
                    stdout=subprocess.DEVNULL)
     cache = Path(os.environ.get("PETREL_CACHE") or Path.home() / ".cache" / "petrel")
@@ -133,6 +134,6 @@ def read_back(warehouse: Path, tables: list[str], scratch: Path) -> dict:
     out = subprocess.run(
         [str(cache / "corpus-venvs" / "spark" / "bin" / "python"),
          str(REPO / "table-provider" / "tests" / "spark" / "read_back.py"), "--no-versions",
-         str(warehouse), *tables],
+         *(arg for name in light for arg in ("--light", name)), str(warehouse), *tables],
         check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     return json.loads(out.stdout)

@@ -7,6 +7,11 @@
 //! Iceberg's Spark executors keep a delete cache for the same reason). Keys are the files'
 //! resolved physical locations with their sizes, so two copies of a table at different places
 //! never share entries. Failures are not cached. Lookups are counted ([`DeleteCache::stats`]).
+//!
+//! A data file's rows deleted by a given list of equality groups are kept too, as positions
+//! (a bitmap, like a deletion vector), keyed by the data file and the groups: later scans apply
+//! them as positional deletes, without probing the sets (`deletes::merge_on_read`). This part
+//! holds up to a quarter of the capacity more.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,11 +55,16 @@ pub(crate) type PositionKey = (String, u64, Option<u64>);
 /// An equality group: its field ids and its files' (physical location, size), sorted.
 pub(crate) type EqualityKey = (Vec<i32>, Vec<(String, u64)>);
 
+/// A data file (physical location, size) and the equality groups applying to it, each with
+/// which of its key columns the scan schema has (a missing one reads as null).
+pub(crate) type EqualityPositionsKey = ((String, u64), Vec<(EqualityKey, Vec<bool>)>);
+
 /// Parsed delete files shared by every scan of a process (module docs).
 #[derive(Debug, Clone)]
 pub struct DeleteCache {
     positions: Cache<PositionKey, Arc<PositionSource>>,
     equality: Cache<EqualityKey, Arc<EqualityDeleteSet>>,
+    equality_positions: Cache<EqualityPositionsKey, Arc<RoaringTreemap>>,
     capacity_bytes: u64,
     position_lookups: CacheCounters,
     equality_lookups: CacheCounters,
@@ -81,6 +91,14 @@ impl DeleteCache {
             equality: Cache::builder()
                 .max_capacity(capacity_bytes / 2)
                 .weigher(|_, s: &Arc<EqualityDeleteSet>| weight(s.memory_size()))
+                .build(),
+            equality_positions: Cache::builder()
+                .max_capacity(capacity_bytes / 4)
+                .weigher(
+                    |(path, groups): &EqualityPositionsKey, b: &Arc<RoaringTreemap>| {
+                        weight(b.serialized_size() + path.0.len() + groups.len() * 128)
+                    },
+                )
                 .build(),
             capacity_bytes,
             position_lookups: CacheCounters::default(),
@@ -111,6 +129,7 @@ impl DeleteCache {
     pub fn clear(&self) {
         self.positions.invalidate_all();
         self.equality.invalidate_all();
+        self.equality_positions.invalidate_all();
     }
 
     pub(crate) fn position_source(&self, key: &PositionKey) -> Option<Arc<PositionSource>> {
@@ -127,5 +146,21 @@ impl DeleteCache {
 
     pub(crate) fn insert_equality_set(&self, key: EqualityKey, set: Arc<EqualityDeleteSet>) {
         self.equality.insert(key, set);
+    }
+
+    /// The positions of a data file its equality groups delete, when a scan recorded them.
+    pub(crate) fn equality_positions(
+        &self,
+        key: &EqualityPositionsKey,
+    ) -> Option<Arc<RoaringTreemap>> {
+        self.equality_positions.get(key)
+    }
+
+    pub(crate) fn insert_equality_positions(
+        &self,
+        key: EqualityPositionsKey,
+        positions: Arc<RoaringTreemap>,
+    ) {
+        self.equality_positions.insert(key, positions);
     }
 }

@@ -3,6 +3,15 @@
 //! loaded when that file is about to be read (one set of positions per data file), the equality-delete
 //! sets once per scan (memory reserved in DataFusion's pool) — and the equality filter applied
 //! to batches. `scan::merge_stream` drives it.
+//!
+//! Equality deletes become positions: a data file with equality deletes and no positional ones,
+//! read whole by a scan without filters, is read as a positional run, its rows probed against
+//! the sets there and the deleted positions recorded ([`EqualityMode::Record`]); once the run
+//! has streamed to its end they go into the delete cache, keyed by the data file and its
+//! equality groups. Later scans find them ([`EqualityMode::Cached`]) and apply them like a
+//! deletion vector (with the file's positional deletes): no probe, no hashing
+//! (`equality_positions_cached` counts such files, `equality_positions_recorded` the files
+//! recorded). Anything else is probed per batch ([`EqualityMode::Probe`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,7 +33,7 @@ use parquet::file::metadata::ParquetMetaData;
 use roaring::RoaringTreemap;
 use tokio::sync::OnceCell;
 
-use super::cache::{DeleteCache, EqualityKey, PositionKey, PositionSource};
+use super::cache::{DeleteCache, EqualityKey, EqualityPositionsKey, PositionKey, PositionSource};
 use super::equality::{EqualityDeleteSet, canonical_type, read_equality_keys};
 use super::position::{read_deletion_vector, read_position_delete_file};
 use super::position_filter::DeletedPositions;
@@ -70,6 +79,8 @@ struct DeleteMetrics {
     rows_deleted_by_position: Count,
     rows_deleted_by_equality: Count,
     equality_keys: Count,
+    equality_positions_cached: Count,
+    equality_positions_recorded: Count,
     build_time: Time,
 }
 
@@ -85,6 +96,8 @@ impl DeleteMetrics {
             rows_deleted_by_position: counter("rows_deleted_by_position"),
             rows_deleted_by_equality: counter("rows_deleted_by_equality"),
             equality_keys: counter("equality_delete_keys"),
+            equality_positions_cached: counter("equality_positions_cached"),
+            equality_positions_recorded: counter("equality_positions_recorded"),
             build_time: MetricBuilder::new(metrics).subset_time("delete_build_time", 0),
         }
     }
@@ -109,6 +122,17 @@ pub(crate) struct EqualitySets {
     _reservation: Option<MemoryReservation>,
 }
 
+/// How the equality deletes of one data file are applied in a scan (module docs).
+#[derive(Debug)]
+pub(crate) enum EqualityMode {
+    /// Probed batch by batch against the sets.
+    Probe,
+    /// Read as a positional run, probed there, the deleted positions recorded under this key.
+    Record(EqualityPositionsKey),
+    /// Applied as positions recorded by an earlier scan.
+    Cached(Arc<RoaringTreemap>),
+}
+
 /// Merge-on-read state of one scan.
 #[derive(Debug)]
 pub struct MergeOnRead {
@@ -131,6 +155,8 @@ pub struct MergeOnRead {
     metrics: DeleteMetrics,
     /// A positional scan: every data file is read position by position (`scan::merge_stream`).
     positional_scan: bool,
+    /// Per data file, how its equality deletes are applied (decided once per scan).
+    equality_modes: Vec<std::sync::OnceLock<EqualityMode>>,
 }
 
 impl MergeOnRead {
@@ -153,6 +179,7 @@ impl MergeOnRead {
             .filter_map(source_key)
             .map(|key| (key, OnceCell::new()))
             .collect();
+        let equality_modes = files.iter().map(|_| std::sync::OnceLock::new()).collect();
         Self {
             table,
             io,
@@ -166,6 +193,7 @@ impl MergeOnRead {
             cache,
             metrics: DeleteMetrics::new(metrics),
             positional_scan: false,
+            equality_modes,
         }
     }
 
@@ -186,11 +214,107 @@ impl MergeOnRead {
         self.by_object_path.get(object_path).copied()
     }
 
-    /// Whether data file `index` has position deletes or deletion vectors.
+    /// Whether data file `index` is read as a positional run: it has position deletes or
+    /// deletion vectors, or its equality deletes are applied (or recorded) as positions.
     pub(crate) fn has_positional(&self, index: usize) -> bool {
         self.files
             .get(index)
             .is_some_and(|f| self.positional_scan || !f.positional.is_empty())
+            || matches!(
+                self.equality_modes.get(index).and_then(|m| m.get()),
+                Some(EqualityMode::Record(_) | EqualityMode::Cached(_))
+            )
+    }
+
+    /// How data file `index`'s equality deletes are applied, decided at the first call of the
+    /// scan: `whole` says the caller reads the whole file with no filter (then the positions
+    /// may be recorded).
+    pub(crate) fn equality_mode(&self, index: usize, whole: bool) -> &EqualityMode {
+        static PROBE: EqualityMode = EqualityMode::Probe;
+        match self.equality_modes.get(index) {
+            Some(mode) => mode.get_or_init(|| self.decide_equality_mode(index, whole)),
+            None => &PROBE,
+        }
+    }
+
+    fn decide_equality_mode(&self, index: usize, whole: bool) -> EqualityMode {
+        let Some(file) = self.files.get(index) else {
+            return EqualityMode::Probe;
+        };
+        if file.equality_groups.is_empty() || self.positional_scan {
+            return EqualityMode::Probe;
+        }
+        let Ok(key) = self.equality_positions_key(file) else {
+            return EqualityMode::Probe;
+        };
+        if let Some(positions) = self.cache.equality_positions(&key) {
+            self.metrics.equality_positions_cached.add(1);
+            return EqualityMode::Cached(positions);
+        }
+        // Rows removed by positional deletes are never probed: record only without them.
+        if whole && file.positional.is_empty() {
+            EqualityMode::Record(key)
+        } else {
+            EqualityMode::Probe
+        }
+    }
+
+    /// The cache key of a data file's equality-deleted positions.
+    fn equality_positions_key(&self, file: &FileDeletes) -> Result<EqualityPositionsKey> {
+        let (_, url, object) = self.io.resolve(&file.path)?;
+        let data = (format!("{}{object}", url.as_str()), file.file_size);
+        let mut groups = Vec::with_capacity(file.equality_groups.len());
+        for &g in &file.equality_groups {
+            let Some(group) = self.groups.get(g) else {
+                return Err(Error::InvalidArgument(format!(
+                    "table {}: no equality group #{g}",
+                    self.table
+                )));
+            };
+            let mut files = group
+                .files
+                .iter()
+                .map(|f| self.physical(f))
+                .collect::<Result<Vec<_>>>()?;
+            files.sort();
+            let present = self
+                .key_columns
+                .get(g)
+                .map(|keys| keys.iter().map(|(c, _)| c.is_some()).collect())
+                .unwrap_or_default();
+            groups.push(((group.field_ids.clone(), files), present));
+        }
+        // The groups' order follows manifest loading; their union does not.
+        groups.sort();
+        Ok((data, groups))
+    }
+
+    /// Keeps the positions a [`EqualityMode::Record`] run found deleted, once it read its
+    /// whole file.
+    pub(crate) fn record_equality_positions(
+        &self,
+        key: EqualityPositionsKey,
+        positions: RoaringTreemap,
+    ) {
+        self.metrics.equality_positions_recorded.add(1);
+        self.cache
+            .insert_equality_positions(key, Arc::new(positions));
+    }
+
+    /// Counts rows removed by equality deletes.
+    pub(crate) fn record_removed_by_equality(&self, rows: usize) {
+        self.metrics.rows_deleted_by_equality.add(rows);
+    }
+
+    /// The rows of `batch` (all of data file `file`) its equality groups delete, probed
+    /// whatever the file's mode (a recording run).
+    pub(crate) fn probe_equality(
+        &self,
+        sets: &EqualitySets,
+        batch: &RecordBatch,
+        file: u32,
+    ) -> DFResult<Option<BooleanBuffer>> {
+        self.probe_rows(sets, batch, file)
     }
 
     /// Whether any data file has equality deletes.
@@ -198,8 +322,22 @@ impl MergeOnRead {
         !self.groups.is_empty()
     }
 
-    /// Counts rows removed by positional deletes.
-    pub(crate) fn record_removed_by_position(&self, rows: usize) {
+    /// Counts rows of data file `index` removed by its run's positions: by equality deletes
+    /// when those are all it has (cached equality positions), else by position deletes (a
+    /// file with both counts them there).
+    pub(crate) fn record_removed_in(&self, index: usize, rows: usize) {
+        let equality_only = self
+            .files
+            .get(index)
+            .is_some_and(|f| f.positional.is_empty())
+            && matches!(
+                self.equality_modes.get(index).and_then(|m| m.get()),
+                Some(EqualityMode::Cached(_))
+            );
+        if equality_only {
+            self.metrics.rows_deleted_by_equality.add(rows);
+            return;
+        }
         self.metrics.rows_deleted_by_position.add(rows);
     }
 
@@ -229,6 +367,11 @@ impl MergeOnRead {
         let key = normalize_location(&file.path);
         let mut sorted: Vec<&Arc<[u64]>> = Vec::new();
         let mut vectors: Vec<&RoaringTreemap> = Vec::new();
+        if let Some(EqualityMode::Cached(positions)) =
+            self.equality_modes.get(index).and_then(|m| m.get())
+        {
+            vectors.extend((!positions.is_empty()).then_some(positions.as_ref()));
+        }
         for source in &sources {
             match source.as_ref() {
                 PositionSource::File(by_path) => {
@@ -520,6 +663,23 @@ impl MergeOnRead {
     /// The rows of `batch` (all from data file `file`) its equality deletes delete; `None`
     /// when none apply.
     fn deleted_rows(
+        &self,
+        sets: &EqualitySets,
+        batch: &RecordBatch,
+        file: u32,
+    ) -> DFResult<Option<BooleanBuffer>> {
+        // Applied (or already probed) as positions by its positional run.
+        if matches!(
+            self.equality_modes.get(file as usize).and_then(|m| m.get()),
+            Some(EqualityMode::Record(_) | EqualityMode::Cached(_))
+        ) {
+            return Ok(None);
+        }
+        self.probe_rows(sets, batch, file)
+    }
+
+    /// The rows of `batch` (all from data file `file`) its equality groups delete.
+    fn probe_rows(
         &self,
         sets: &EqualitySets,
         batch: &RecordBatch,

@@ -13,7 +13,10 @@
 //!
 //! The next run is prepared (delete files loaded, footer fetched) while the current one
 //! streams. Equality deletes are applied last, to every batch, once the scan's equality sets
-//! are built.
+//! are built — except in files whose equality-deleted positions are cached (applied with the
+//! positional deletes of their run) or being recorded (a positional run, read whole with no
+//! filter, probes its batches itself and hands the deleted positions to the delete cache once
+//! it reaches its end; see `deletes::merge_on_read`).
 //!
 //! A **positional scan** (DELETE, UPDATE and MERGE find the rows they change with one) reads
 //! every file as a positional run, deletes or not, and appends to each batch the data file's
@@ -46,7 +49,10 @@ use parquet::file::metadata::ParquetMetaData;
 use super::nan_safe_stats::{NanFreeColumns, nan_safe_metadata};
 use roaring::RoaringTreemap;
 
-use crate::deletes::{DeletedPositions, MergeOnRead, PositionFilter, positional_plan};
+use crate::deletes::{
+    DeletedPositions, EqualityMode, EqualityPositionsKey, EqualitySets, MergeOnRead,
+    PositionFilter, positional_plan,
+};
 
 /// Column of a positional scan holding each row's data file, as the manifests name it.
 pub const FILE_PATH_COLUMN: &str = "__petrel_file_path";
@@ -114,7 +120,13 @@ pub(crate) fn partition_stream(
         .map(|g| g.files().to_vec())
         .unwrap_or_default();
     let mut runs: Vec<Run> = Vec::new();
+    // Read whole, with no filter: the file's equality-deleted positions may be recorded.
+    let unfiltered = spec.predicate.is_none() && !spec.positional;
     for file in files {
+        if let Some(index) = spec.merge.file_index(file.object_meta.location.as_ref()) {
+            spec.merge
+                .equality_mode(index, unfiltered && file.range.is_none());
+        }
         match spec
             .merge
             .file_index(file.object_meta.location.as_ref())
@@ -204,10 +216,16 @@ async fn open_run(
         Run::Positional(file, index) => (*file, index),
     };
     let merge = Arc::clone(&spec.merge);
+    let record = match merge.equality_mode(index, false) {
+        EqualityMode::Record(key) => Some(key.clone()),
+        _ => None,
+    };
     let deleted = match merge.deleted_positions(index).await? {
         Some(deleted) => deleted,
         // Read position by position all the same.
-        None if spec.positional => DeletedPositions::Bitmap(RoaringTreemap::new()),
+        None if spec.positional || record.is_some() => {
+            DeletedPositions::Bitmap(RoaringTreemap::new())
+        }
         // Its delete files turned out to hold no position of it.
         None => return Ok(scan(filtered, vec![file], ctx)?.boxed()),
     };
@@ -239,12 +257,22 @@ async fn open_run(
         .map(|g| g.num_rows().max(0) as u64)
         .collect();
     let plan = positional_plan(&deleted, &rows, &scanned);
-    merge.record_removed_by_position(plan.skipped_deleted as usize);
+    merge.record_removed_in(index, plan.skipped_deleted as usize);
 
     let mut file = file;
     file.range = None;
     file.extensions = Some(Arc::new(plan.access.clone()));
     let mut filter = PositionFilter::new(&plan);
+    if let Some(key) = record {
+        // Every row group read: the positions found are all of the file's.
+        let complete = scanned.iter().all(|s| *s);
+        let sets = merge
+            .equality_sets(&ctx)
+            .await
+            .map_err(DataFusionError::from)?;
+        let stream = scan(&spec.unfiltered, vec![file], ctx)?;
+        return Ok(recording(stream, filter, merge, sets, index, key, complete));
+    }
     let stream = scan(&spec.unfiltered, vec![file], ctx)?;
     if spec.positional {
         let path: Arc<str> = merge
@@ -254,7 +282,7 @@ async fn open_run(
         return Ok(stream
             .map(move |batch| {
                 let (batch, removed, positions) = filter.apply_with_positions(batch?)?;
-                merge.record_removed_by_position(removed);
+                merge.record_removed_in(index, removed);
                 with_positions(batch, &path, positions)
             })
             .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
@@ -263,11 +291,68 @@ async fn open_run(
     Ok(stream
         .map(move |batch| {
             let (batch, removed) = filter.apply(batch?)?;
-            merge.record_removed_by_position(removed);
+            merge.record_removed_in(index, removed);
             Ok(batch)
         })
         .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
         .boxed())
+}
+
+/// The batches of a run recording data file `index`'s equality-deleted positions: each batch's
+/// deleted rows found by probing, dropped, and their positions collected; at the end of the
+/// stream (a `complete` read), the positions go to the delete cache under `key`.
+fn recording(
+    stream: datafusion::execution::SendableRecordBatchStream,
+    mut filter: PositionFilter,
+    merge: Arc<MergeOnRead>,
+    sets: Arc<EqualitySets>,
+    index: usize,
+    key: EqualityPositionsKey,
+    complete: bool,
+) -> BoxStream<'static, DFResult<RecordBatch>> {
+    let found = Arc::new(std::sync::Mutex::new(Some(RoaringTreemap::new())));
+    let (found_in, merge_in) = (Arc::clone(&found), Arc::clone(&merge));
+    let batches = stream.map(move |batch| {
+        let batch = batch.inspect_err(|_| {
+            // A failed read records nothing.
+            if let Ok(mut found) = found_in.lock() {
+                *found = None;
+            }
+        })?;
+        let (batch, _, positions) = filter.apply_with_positions(batch)?;
+        let file = u32::try_from(index).unwrap_or(u32::MAX);
+        let Some(deleted) = merge_in.probe_equality(&sets, &batch, file)? else {
+            return Ok(batch);
+        };
+        let removed = deleted.count_set_bits();
+        if removed == 0 {
+            return Ok(batch);
+        }
+        if let Ok(mut found) = found_in.lock()
+            && let Some(found) = found.as_mut()
+        {
+            found.extend(
+                deleted
+                    .set_indices()
+                    .map(|i| positions.value(i).max(0) as u64),
+            );
+        }
+        merge_in.record_removed_by_equality(removed);
+        let keep = arrow::array::BooleanArray::new(!&deleted, None);
+        Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
+    });
+    let finish = futures::stream::once(async move {
+        let positions = found.lock().ok().and_then(|mut f| f.take());
+        if let (true, Some(positions)) = (complete, positions) {
+            merge.record_equality_positions(key, positions);
+        }
+        Ok(None)
+    });
+    batches
+        .map(|b: DFResult<RecordBatch>| b.map(Some))
+        .chain(finish)
+        .try_filter_map(|b| futures::future::ready(Ok(b.filter(|b| b.num_rows() > 0))))
+        .boxed()
 }
 
 /// `batch` with the data file's `path` and the rows' `positions` appended as its last columns.

@@ -34,7 +34,7 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use petrel_table_provider::catalog::Catalog;
-use petrel_table_provider::statements::{is_petrel_write, plan_statement};
+use petrel_table_provider::statements::plan_statement;
 use petrel_table_provider::{
     IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes, PetrelQueryPlanner,
     RowLevelDml, SignedZeroEquality,
@@ -45,6 +45,7 @@ use tonic::Status;
 use crate::admission::{Admission, Admitted};
 use crate::cancellation::{Cancellations, Registration};
 use crate::error::{Error, df_status};
+use crate::executor::{QueryExecutor, is_write, parameter_schema};
 use crate::information_schema::TruthfulNumericPrecision;
 use crate::memory::ServerMemory;
 use crate::parameters::{DEFAULT_MAX_PARAMETER_ROWS, ParameterRows};
@@ -325,13 +326,6 @@ impl QueryEngine {
         Ok(Planned { frame, schema })
     }
 
-    /// Whether a planned statement is a write (one the policy allowed: `INSERT INTO` an Iceberg
-    /// table, or Iceberg DDL). Writes run once, through [`QueryEngine::run_write`], never from a
-    /// DoGet ticket.
-    pub fn is_write(frame: &DataFrame) -> bool {
-        matches!(frame.logical_plan(), LogicalPlan::Dml(_)) || is_petrel_write(frame.logical_plan())
-    }
-
     /// Plans the write `sql` with every bound parameter row (IPC bytes; empty: none) as ONE
     /// statement: each row is bound to its own copy of the statement, and the copies' inputs
     /// are combined under one `INSERT` (UNION ALL), so a parameter batch is one commit.
@@ -344,7 +338,7 @@ impl QueryEngine {
         let rows = self.parameter_rows(parameters)?;
         let unbound = self.plan_sql(sql, session).await?;
         if rows.is_empty() {
-            let n = Self::parameter_schema(&unbound)?.fields().len();
+            let n = parameter_schema(&unbound)?.fields().len();
             if n > 0 {
                 return Err(Status::invalid_argument(format!(
                     "the statement has {n} parameter(s) but no values were bound"
@@ -404,7 +398,7 @@ impl QueryEngine {
         let report = QueryReport::new(query_id, user, sql);
         let observer = report.observer();
         let result = async {
-            if !Self::is_write(&frame) {
+            if !is_write(&frame) {
                 return Err(Status::invalid_argument(
                     "not a write: updates accept INSERT INTO <iceberg table>; run queries \
                      with CommandStatementQuery",
@@ -418,25 +412,6 @@ impl QueryEngine {
         .await;
         report.write_finished(&result);
         result
-    }
-
-    /// The statement's parameters as a schema (fields `$1`, `$2`, …; type Null when DataFusion
-    /// cannot infer it).
-    pub fn parameter_schema(frame: &DataFrame) -> Result<Schema, Status> {
-        let types = frame
-            .logical_plan()
-            .get_parameter_types()
-            .map_err(df_status)?;
-        let mut ids: Vec<String> = types.keys().cloned().collect();
-        order_placeholders(&mut ids);
-        Ok(Schema::new(
-            ids.into_iter()
-                .map(|id| {
-                    let ty = types.get(&id).cloned().flatten().unwrap_or(DataType::Null);
-                    Field::new(id, ty, true)
-                })
-                .collect::<Vec<_>>(),
-        ))
     }
 
     /// Runs a ticket's statement for `user`: once, or once per bound parameter row with the
@@ -585,7 +560,7 @@ fn bind(frame: DataFrame, values: Vec<ScalarValue>) -> Result<DataFrame, Status>
 /// ticket with a write in it was not issued by Petrel for this statement (or comes from a
 /// prepared-statement DoGet without GetFlightInfo); running it could insert twice.
 fn refuse_write_ticket(frame: &DataFrame) -> Result<(), Status> {
-    if QueryEngine::is_write(frame) {
+    if is_write(frame) {
         return Err(Status::invalid_argument(
             "this ticket holds a write (INSERT), which runs only once, when it is submitted: \
              use GetFlightInfo (its ticket returns the row count), CommandStatementUpdate or \
@@ -686,5 +661,77 @@ impl Stream for QueryStream {
             self.end();
         }
         next
+    }
+}
+
+#[async_trait::async_trait]
+impl QueryExecutor for QueryEngine {
+    fn catalogs(&self) -> &[(String, CatalogSource)] {
+        QueryEngine::catalogs(self)
+    }
+
+    fn options(&self) -> &EngineOptions {
+        QueryEngine::options(self)
+    }
+
+    fn admission(&self) -> &Admission {
+        QueryEngine::admission(self)
+    }
+
+    fn cancellations(&self) -> &Arc<Cancellations> {
+        QueryEngine::cancellations(self)
+    }
+
+    fn plans_kept(&self) -> usize {
+        QueryEngine::plans_kept(self)
+    }
+
+    fn context(&self, session: &SessionDefaults) -> Result<SessionContext, Status> {
+        QueryEngine::context(self, session)
+    }
+
+    async fn plan_sql(&self, sql: &str, session: &SessionDefaults) -> Result<DataFrame, Status> {
+        QueryEngine::plan_sql(self, sql, session).await
+    }
+
+    async fn plan(
+        &self,
+        sql: &str,
+        session: &SessionDefaults,
+        params: Option<Vec<ScalarValue>>,
+    ) -> Result<Planned, Status> {
+        QueryEngine::plan(self, sql, session, params).await
+    }
+
+    fn keep_plan(&self, ticket: &StatementTicket, planned: Planned) {
+        QueryEngine::keep_plan(self, ticket, planned);
+    }
+
+    async fn plan_write(
+        &self,
+        sql: &str,
+        session: &SessionDefaults,
+        parameters: &[u8],
+    ) -> Result<DataFrame, Status> {
+        QueryEngine::plan_write(self, sql, session, parameters).await
+    }
+
+    async fn run_write(
+        &self,
+        frame: DataFrame,
+        query_id: &[u8],
+        user: &str,
+        sql: &str,
+    ) -> Result<u64, Status> {
+        QueryEngine::run_write(self, frame, query_id, user, sql).await
+    }
+
+    async fn execute(
+        &self,
+        ticket: StatementTicket,
+        user: &str,
+        registration: Registration,
+    ) -> Result<(SchemaRef, BoxStream<'static, Result<RecordBatch, Status>>), Status> {
+        QueryEngine::execute(self, ticket, user, registration).await
     }
 }

@@ -50,6 +50,7 @@ pub mod config;
 pub mod demo;
 pub mod engine;
 pub mod error;
+pub mod executor;
 pub mod flight_sql;
 pub mod information_schema;
 mod locks;

@@ -24,13 +24,13 @@ use prost::Message;
 use tonic::Status;
 
 use crate::cancellation::{CancelOutcome, prepared_query_id};
-use crate::engine::QueryEngine;
+use crate::executor::QueryExecutor;
 use crate::flight_sql::poll::open_retry_descriptor;
 use crate::tickets::Tickets;
 
 /// Cancels every query `info` names; the status for CancelFlightInfo / CancelQuery.
 pub(crate) fn cancel_info(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     tickets: Tickets<'_>,
     info: &FlightInfo,
 ) -> Result<CancelStatus, Status> {

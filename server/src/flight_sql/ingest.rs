@@ -96,8 +96,9 @@ use petrel_table_provider::ddl::default_table_metadata;
 use petrel_table_provider::spec::arrow_schema_to_iceberg;
 use tonic::Status;
 
-use crate::engine::{CatalogSource, QueryEngine};
+use crate::engine::CatalogSource;
 use crate::error::{df_status, to_status};
+use crate::executor::QueryExecutor;
 use crate::proto::petrel::SessionDefaults;
 use crate::telemetry::query_failed;
 use crate::untrusted_ipc::UntrustedFlightData;
@@ -176,7 +177,7 @@ impl Mode {
 /// Runs one `CommandStatementIngest`: the rows of `stream` into the command's table under
 /// `session`, for `user`. Returns the rows written.
 pub(crate) async fn ingest(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     cmd: CommandStatementIngest,
     session: SessionDefaults,
     stream: PeekableFlightDataStream,
@@ -220,7 +221,7 @@ pub(crate) async fn ingest(
 
 /// Refusals that need no table: read-only server, transactions, temporary tables, no mode, no
 /// table name.
-fn check_command(engine: &QueryEngine, cmd: &CommandStatementIngest) -> Result<Mode, Status> {
+fn check_command(engine: &dyn QueryExecutor, cmd: &CommandStatementIngest) -> Result<Mode, Status> {
     if engine.options().read_only {
         return Err(Status::permission_denied(
             "this server is read-only (read_only / --read-only): bulk ingest is refused",
@@ -270,7 +271,7 @@ struct Target {
 
 impl Target {
     fn resolve(
-        engine: &QueryEngine,
+        engine: &dyn QueryExecutor,
         ctx: &SessionContext,
         cmd: &CommandStatementIngest,
     ) -> Result<Self, Status> {

@@ -32,8 +32,9 @@ use petrel_table_provider::catalog::{Namespace, TableIdent};
 use tonic::Status;
 
 use crate::admission::METADATA_LOAD_CONCURRENCY;
-use crate::engine::{CatalogSource, QueryEngine};
+use crate::engine::CatalogSource;
 use crate::error::{Error, to_status};
+use crate::executor::QueryExecutor;
 use crate::flight_sql::xdbc::{precision_scale, sql_type_name};
 
 /// The key of the `table_schema` metadata entry that holds why a table's schema could not be
@@ -79,7 +80,7 @@ fn matches(pattern: &Option<String>, text: &str) -> bool {
 }
 
 fn catalogs_matching<'a>(
-    engine: &'a QueryEngine,
+    engine: &'a dyn QueryExecutor,
     catalog: &Option<String>,
 ) -> impl Iterator<Item = &'a (String, CatalogSource)> {
     let filter = catalog.clone();
@@ -149,7 +150,7 @@ async fn table_schema(source: &CatalogSource, entry: &TableEntry) -> Result<Sche
 }
 
 /// Catalog names.
-pub(crate) fn catalogs(engine: &QueryEngine) -> Result<RecordBatch, Status> {
+pub(crate) fn catalogs(engine: &dyn QueryExecutor) -> Result<RecordBatch, Status> {
     let mut b = GetCatalogsBuilder::new();
     for (name, _) in engine.catalogs() {
         b.append(name);
@@ -159,7 +160,7 @@ pub(crate) fn catalogs(engine: &QueryEngine) -> Result<RecordBatch, Status> {
 
 /// Schema names, filtered.
 pub(crate) async fn db_schemas(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     cmd: CommandGetDbSchemas,
 ) -> Result<RecordBatch, Status> {
     let catalog = cmd.catalog.clone();
@@ -177,7 +178,7 @@ pub(crate) async fn db_schemas(
 
 /// Lists tables matching the filters.
 pub(crate) async fn list_tables(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     catalog: &Option<String>,
     schema_pattern: &Option<String>,
     table_pattern: &Option<String>,
@@ -207,7 +208,7 @@ pub(crate) async fn list_tables(
 
 /// GetTables, with each table's schema when asked (`include_schema`).
 pub(crate) async fn tables(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     cmd: CommandGetTables,
 ) -> Result<RecordBatch, Status> {
     let include_schema = cmd.include_schema;
@@ -369,7 +370,7 @@ pub(crate) static FOREIGN_KEYS_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
 
 /// GetPrimaryKeys: an Iceberg table's identifier fields, in schema order.
 pub(crate) async fn primary_keys(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     catalog: Option<String>,
     schema: Option<String>,
     table: String,

@@ -48,8 +48,8 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 use crate::auth::Identity;
-use crate::engine::QueryEngine;
 use crate::error::to_status;
+use crate::executor::QueryExecutor;
 use crate::session::SessionStore;
 use crate::telemetry::query_failed;
 use crate::tickets::{TicketSigner, Tickets, WRITE_RESULT_TYPE_URL};
@@ -78,7 +78,7 @@ pub(crate) const CUSTOM_ACTIONS: &[(&str, &str)] = &[
 
 /// Petrel's Flight SQL command handlers.
 pub struct PetrelFlightSql {
-    engine: Arc<QueryEngine>,
+    engine: Arc<dyn QueryExecutor>,
     sessions: Arc<SessionStore>,
     /// GetSqlInfo's table (built once; its builder cannot fail on the static values, but an
     /// error would be answered, not panicked on).
@@ -102,7 +102,7 @@ impl PetrelFlightSql {
     /// Handlers over `engine`, with sessions from `sessions`, sealing tickets and handles with
     /// `tickets`.
     pub fn new(
-        engine: Arc<QueryEngine>,
+        engine: Arc<dyn QueryExecutor>,
         sessions: Arc<SessionStore>,
         tickets: Arc<TicketSigner>,
     ) -> Self {
@@ -124,7 +124,7 @@ impl PetrelFlightSql {
     }
 
     /// The engine.
-    pub fn engine(&self) -> &Arc<QueryEngine> {
+    pub fn engine(&self) -> &Arc<dyn QueryExecutor> {
         &self.engine
     }
 
@@ -207,7 +207,7 @@ impl FlightSqlService for PetrelFlightSql {
         let who = identity(&request);
         let schema_only = request.extensions().get::<SchemaOnly>().is_some();
         let (info, _) = statement::plan_statement(
-            &self.engine,
+            self.engine.as_ref(),
             Tickets::new(&self.tickets, &who),
             &query.query,
             session,
@@ -231,7 +231,7 @@ impl FlightSqlService for PetrelFlightSql {
             return Ok(Response::new(result));
         }
         Ok(Response::new(
-            statement::execute_ticket(&self.engine, t, &caller(&request)).await?,
+            statement::execute_ticket(self.engine.as_ref(), t, &caller(&request)).await?,
         ))
     }
 
@@ -294,7 +294,14 @@ impl FlightSqlService for PetrelFlightSql {
     ) -> Result<i64, Status> {
         let user = caller(&request);
         let session = self.sessions.current(&request);
-        ingest::ingest(&self.engine, ticket, session, request.into_inner(), &user).await
+        ingest::ingest(
+            self.engine.as_ref(),
+            ticket,
+            session,
+            request.into_inner(),
+            &user,
+        )
+        .await
     }
 
     // ---- prepared statements ---------------------------------------------------------------
@@ -308,7 +315,7 @@ impl FlightSqlService for PetrelFlightSql {
         let (user, sql) = (caller(&request), query.query.clone());
         let who = identity(&request);
         prepared::create(
-            &self.engine,
+            self.engine.as_ref(),
             Tickets::new(&self.tickets, &who),
             query,
             session,
@@ -338,7 +345,7 @@ impl FlightSqlService for PetrelFlightSql {
             handle_sql(tickets, &query.prepared_statement_handle),
         );
         prepared::bind(
-            &self.engine,
+            self.engine.as_ref(),
             tickets,
             &self.bound,
             query,
@@ -361,7 +368,7 @@ impl FlightSqlService for PetrelFlightSql {
         );
         let schema_only = request.extensions().get::<SchemaOnly>().is_some();
         let info = prepared::flight_info_for(
-            &self.engine,
+            self.engine.as_ref(),
             tickets,
             &self.bound,
             cmd,
@@ -387,7 +394,7 @@ impl FlightSqlService for PetrelFlightSql {
         let who = identity(&request);
         Ok(Response::new(
             prepared::execute(
-                &self.engine,
+                self.engine.as_ref(),
                 Tickets::new(&self.tickets, &who),
                 query,
                 &caller(&request),
@@ -404,7 +411,7 @@ impl FlightSqlService for PetrelFlightSql {
         let user = caller(&request);
         let who = identity(&request);
         prepared::update(
-            &self.engine,
+            self.engine.as_ref(),
             Tickets::new(&self.tickets, &who),
             &self.bound,
             query,
@@ -430,7 +437,7 @@ impl FlightSqlService for PetrelFlightSql {
         _query: CommandGetCatalogs,
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        Self::batch(metadata::catalogs(&self.engine))
+        Self::batch(metadata::catalogs(self.engine.as_ref()))
     }
 
     async fn get_flight_info_schemas(
@@ -448,7 +455,7 @@ impl FlightSqlService for PetrelFlightSql {
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let _slot = self.engine.admission().admit("GetDbSchemas").await?;
-        Self::batch(metadata::db_schemas(&self.engine, query).await)
+        Self::batch(metadata::db_schemas(self.engine.as_ref(), query).await)
     }
 
     async fn get_flight_info_tables(
@@ -466,7 +473,7 @@ impl FlightSqlService for PetrelFlightSql {
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
         let _slot = self.engine.admission().admit("GetTables").await?;
-        Self::batch(metadata::tables(&self.engine, query).await)
+        Self::batch(metadata::tables(self.engine.as_ref(), query).await)
     }
 
     async fn get_flight_info_table_types(
@@ -556,7 +563,7 @@ impl FlightSqlService for PetrelFlightSql {
         let _slot = self.engine.admission().admit("GetPrimaryKeys").await?;
         Self::batch(
             metadata::primary_keys(
-                &self.engine,
+                self.engine.as_ref(),
                 query.catalog,
                 query.db_schema,
                 query.table,
@@ -625,7 +632,11 @@ impl FlightSqlService for PetrelFlightSql {
         let info = FlightInfo::decode(query.info)
             .map_err(|e| Status::invalid_argument(format!("malformed FlightInfo: {e}")))?;
         let who = identity(&request);
-        let status = cancel::cancel_info(&self.engine, Tickets::new(&self.tickets, &who), &info)?;
+        let status = cancel::cancel_info(
+            self.engine.as_ref(),
+            Tickets::new(&self.tickets, &who),
+            &info,
+        )?;
         Ok(ActionCancelQueryResult {
             result: status as i32,
         })

@@ -52,8 +52,9 @@ use tonic::Status;
 
 use crate::admission::Admitted;
 use crate::cancellation::Registration;
-use crate::engine::{Planned, QueryEngine};
+use crate::engine::Planned;
 use crate::error::{Error, df_status, to_status};
+use crate::executor::{QueryExecutor, is_write, parameter_schema};
 use crate::flight_sql::statement::{DoGetStream, encode, flight_info};
 use crate::locks::lock;
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
@@ -409,7 +410,7 @@ async fn run(job: &Job, planned: Planned) -> State {
 /// Plans a `CommandStatementQuery` for a first poll: a query (`Ok(Some)`) is started by
 /// [`Polls::start`]; a write (`Ok(None)`) is left to GetFlightInfo, which runs it once.
 pub(crate) async fn plan_query(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     cmd: &CommandStatementQuery,
     session: SessionDefaults,
 ) -> Result<Option<(StatementTicket, Planned, Admitted)>, Status> {
@@ -419,13 +420,10 @@ pub(crate) async fn plan_query(
     let ticket = statement_ticket(&cmd.query, session.clone(), Bytes::new());
     let slot = engine.admission().admit("PollFlightInfo").await?;
     let planned = engine.plan(&cmd.query, &session, None).await?;
-    if QueryEngine::is_write(&planned.frame) {
+    if is_write(&planned.frame) {
         return Ok(None);
     }
-    if !QueryEngine::parameter_schema(&planned.frame)?
-        .fields()
-        .is_empty()
-    {
+    if !parameter_schema(&planned.frame)?.fields().is_empty() {
         return Err(Status::invalid_argument(
             "the statement has parameters ($1 or ?): use a prepared statement and bind values",
         ));

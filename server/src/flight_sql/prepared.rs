@@ -17,7 +17,7 @@
 //! answers with an EMPTY dataset schema. Statements the policy refuses fail at creation.
 //!
 //! A write runs when it is submitted, once, with every bound parameter row as one statement
-//! (one commit: `QueryEngine::plan_write`): DoPut(CommandPreparedStatementUpdate) returns the
+//! (one commit: `QueryExecutor::plan_write`): DoPut(CommandPreparedStatementUpdate) returns the
 //! row count; GetFlightInfo(CommandPreparedStatementQuery) runs it and hands back a ticket
 //! carrying the count (see `statement`). Parameters of an update come from the DoPut stream
 //! itself (ADBC), else from the handle (arrow-rs binds first, then updates), else from the
@@ -40,8 +40,9 @@ use futures::{StreamExt, TryStreamExt};
 use tonic::Status;
 
 use crate::cancellation::prepared_query_id;
-use crate::engine::{QueryEngine, flight_schema};
+use crate::engine::flight_schema;
 use crate::error::to_status;
+use crate::executor::{QueryExecutor, is_write, parameter_schema};
 use crate::flight_sql::statement::{
     DoGetStream, Logged, execute_registered, flight_info, write_info,
 };
@@ -110,7 +111,7 @@ fn schema_bytes(schema: &Schema) -> Result<Bytes, Status> {
 
 /// CreatePreparedStatement: plans the SQL and returns the handle and both schemas.
 pub(crate) async fn create(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     tickets: Tickets<'_>,
     req: ActionCreatePreparedStatementRequest,
     session: SessionDefaults,
@@ -123,12 +124,12 @@ pub(crate) async fn create(
     let slot = engine.admission().admit("CreatePreparedStatement").await?;
     let frame = engine.plan_sql(&req.query, &session).await?;
     drop(slot);
-    let dataset = if QueryEngine::is_write(&frame) {
+    let dataset = if is_write(&frame) {
         Schema::empty()
     } else {
         flight_schema(frame.schema().inner()).as_ref().clone()
     };
-    let params = QueryEngine::parameter_schema(&frame)?;
+    let params = parameter_schema(&frame)?;
     let handle = PreparedStatementHandle {
         version: FORMAT_VERSION,
         sql: req.query,
@@ -145,7 +146,7 @@ pub(crate) async fn create(
 
 /// DoPut(CommandPreparedStatementQuery): binds parameter rows, returns the new handle.
 pub(crate) async fn bind(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     tickets: Tickets<'_>,
     bound: &BoundParameters,
     cmd: CommandPreparedStatementQuery,
@@ -158,7 +159,7 @@ pub(crate) async fn bind(
     // (Taken after the upload: a slow client does not hold a slot while it sends.)
     let _slot = engine.admission().admit("parameter bind (DoPut)").await?;
     let frame = engine.plan_sql(&handle.sql, &session).await?;
-    let expected = QueryEngine::parameter_schema(&frame)?.fields().len();
+    let expected = parameter_schema(&frame)?.fields().len();
     if let Some((schema, batches)) = received {
         if schema.fields().len() != expected {
             return Err(Status::invalid_argument(format!(
@@ -232,7 +233,7 @@ fn first_row(ipc: &[u8]) -> Result<Option<Vec<datafusion::scalar::ScalarValue>>,
 
 /// GetFlightInfo(CommandPreparedStatementQuery): the schema after binding and a ticket.
 pub(crate) async fn flight_info_for(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     tickets: Tickets<'_>,
     bound: &BoundParameters,
     cmd: CommandPreparedStatementQuery,
@@ -254,7 +255,7 @@ pub(crate) async fn flight_info_for(
         .await?;
     if first.is_none() {
         let frame = engine.plan_sql(&handle.sql, &session).await?;
-        let n = QueryEngine::parameter_schema(&frame)?.fields().len();
+        let n = parameter_schema(&frame)?.fields().len();
         if n > 0 {
             return Err(Status::invalid_argument(format!(
                 "the statement has {n} parameter(s) but no values were bound (DoPut)"
@@ -263,7 +264,7 @@ pub(crate) async fn flight_info_for(
     }
     let planned = engine.plan(&handle.sql, &session, first).await?;
     let ticket = statement_ticket(&handle.sql, session.clone(), handle.parameters.clone());
-    if QueryEngine::is_write(&planned.frame) {
+    if is_write(&planned.frame) {
         // Runs now, once, with every bound row; the ticket carries the count.
         let count = if schema_only {
             None
@@ -292,7 +293,7 @@ pub(crate) async fn flight_info_for(
 /// DoPut(CommandPreparedStatementUpdate): runs the write once with all its parameter rows
 /// (see the module documentation for where they come from) and returns the rows written.
 pub(crate) async fn update(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     tickets: Tickets<'_>,
     bound: &BoundParameters,
     cmd: CommandPreparedStatementUpdate,
@@ -333,7 +334,7 @@ pub(crate) async fn update(
 /// CancelFlightInfo whose endpoint names the same handle stops it; the handle runs normally
 /// again afterwards.
 pub(crate) async fn execute(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     tickets: Tickets<'_>,
     cmd: CommandPreparedStatementQuery,
     user: &str,

@@ -138,7 +138,7 @@ impl FlightService for PetrelService {
         }
         // A statement query: started in the background (`poll`).
         if let Some(cmd) = poll::statement_query(request.get_ref()) {
-            let engine = self.inner.engine();
+            let engine = self.inner.engine().as_ref();
             let session = self.inner.sessions().current(&request);
             let user = crate::flight_sql::caller(&request);
             match poll::plan_query(engine, &cmd, session).await {
@@ -247,7 +247,7 @@ impl FlightService for PetrelService {
                 })?;
                 let who = crate::flight_sql::identity(&request);
                 let tickets = Tickets::new(self.inner.ticket_signer(), &who);
-                let status = cancel::cancel_info(self.inner.engine(), tickets, &info)?;
+                let status = cancel::cancel_info(self.inner.engine().as_ref(), tickets, &info)?;
                 Ok(Self::action_result(CancelFlightInfoResult {
                     status: status as i32,
                 }))

@@ -22,8 +22,8 @@ use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use tonic::Status;
 
-use crate::engine::QueryEngine;
 use crate::error::to_status;
+use crate::executor::{QueryExecutor, is_write, parameter_schema};
 use crate::proto::petrel::{SessionDefaults, StatementTicket};
 use crate::telemetry::query_failed;
 use crate::tickets::{Tickets, statement_ticket};
@@ -94,7 +94,7 @@ pub(crate) fn flight_info(
 /// with the query id the ticket would have had. A write runs here, once (unless
 /// `schema_only`), and is logged by the engine.
 pub(crate) async fn plan_statement(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     tickets: Tickets<'_>,
     sql: &str,
     session: SessionDefaults,
@@ -108,11 +108,8 @@ pub(crate) async fn plan_statement(
         let planned = engine.plan(sql, &session, None).await?;
         // (A write planned here runs under a slot of its own.)
         drop(slot);
-        if QueryEngine::is_write(&planned.frame) {
-            if !QueryEngine::parameter_schema(&planned.frame)?
-                .fields()
-                .is_empty()
-            {
+        if is_write(&planned.frame) {
+            if !parameter_schema(&planned.frame)?.fields().is_empty() {
                 return Err(Status::invalid_argument(
                     "the statement has parameters ($1 or ?): use a prepared statement and bind \
                      values",
@@ -130,10 +127,7 @@ pub(crate) async fn plan_statement(
             };
             return write_info(tickets, ticket.query_id.clone(), count, &ticket, descriptor);
         }
-        if !QueryEngine::parameter_schema(&planned.frame)?
-            .fields()
-            .is_empty()
-        {
+        if !parameter_schema(&planned.frame)?.fields().is_empty() {
             return Err(Status::invalid_argument(
                 "the statement has parameters ($1 or ?): use a prepared statement and bind values",
             ));
@@ -193,7 +187,7 @@ impl Logged {
 /// Runs a statement ticket for `user` and encodes its batches as Flight data; refused with
 /// CANCELLED when its query was cancelled (`cancellation`).
 pub(crate) async fn execute_ticket(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     ticket: StatementTicket,
     user: &str,
 ) -> Result<DoGetStream, Status> {
@@ -212,7 +206,7 @@ pub(crate) async fn execute_ticket(
 /// A failure before the first batch is logged here, one while streaming by the engine's query
 /// stream.
 pub(crate) async fn execute_registered(
-    engine: &QueryEngine,
+    engine: &dyn QueryExecutor,
     ticket: StatementTicket,
     user: &str,
     registration: crate::cancellation::Registration,

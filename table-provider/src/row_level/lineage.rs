@@ -14,6 +14,8 @@
 //! compaction) keeps both; the new version of an updated row keeps its `_row_id` and leaves
 //! `_last_updated_sequence_number` null, so it inherits the sequence number of the commit that
 //! writes it; a row a MERGE inserts (no data file) gets neither and inherits a new row id.
+//!
+//! [`scan_with_lineage`] reads a table's rows with both columns, as a reader sees them.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -22,6 +24,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arrow::array::{Array, ArrayRef, AsArray, Int64Array, Int64Builder, RecordBatch};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::EquivalenceProperties;
@@ -216,6 +219,23 @@ impl SnapshotLineage {
             ))
         })
     }
+}
+
+/// A plan of the rows of `table`'s snapshot with their lineage: the table's columns, then
+/// `_row_id` and `_last_updated_sequence_number` as a reader sees them (explicit values where a
+/// file stores them, inherited ones otherwise; null in a table without lineage).
+pub async fn scan_with_lineage(
+    state: &dyn Session,
+    table: &IcebergTableProvider,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    let lineage = SnapshotLineage::load(table).await?;
+    let scan = table.positional().scan(state, None, &[], None).await?;
+    Ok(Arc::new(LineageExec::new(
+        scan,
+        lineage,
+        SequenceNumbers::Keep,
+        true,
+    )))
 }
 
 /// Reads the lineage columns data file `path` stores, if it stores them.

@@ -64,6 +64,7 @@ mod write_rows;
 
 pub use delete_exec::IcebergDeleteExec;
 pub use delete_node::{DeleteNode, DeletePlanner, RowLevelOp, as_delete};
+pub use lineage::scan_with_lineage;
 pub use merge_exec::IcebergMergeExec;
 pub use merge_node::{MergeNode, MergePlanner, as_merge};
 pub use merge_plan::merge_plan;

@@ -46,7 +46,9 @@ use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use iceberg::spec::{NameMapping, Transform};
 
 use crate::catalog::{Catalog, LoadedTable, RefKind};
-use crate::deletes::{EqualityGroup, FileDeletes, MergeOnRead, key_type};
+use crate::deletes::{
+    EqualityGroup, FileDeletes, MergeOnRead, cached_equality_positions, key_type,
+};
 use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
 use crate::plan::{
@@ -482,7 +484,25 @@ impl TableProvider for IcebergTableProvider {
             ));
         }
 
-        let deletes = MergeLayout::new(&plan, &self.arrow_schema, &projection, positional);
+        let mut deletes = MergeLayout::new(&plan, &self.arrow_schema, &projection, positional);
+        // Equality deletes an earlier scan turned into positions (all of them, or none): the
+        // scan reads neither their key columns nor probes their sets.
+        let cached_equality = (!positional && !deletes.groups.is_empty())
+            .then(|| {
+                cached_equality_positions(
+                    self.planner.delete_cache(),
+                    self.table.io(),
+                    &table_name,
+                    &deletes.files,
+                    &deletes.groups,
+                    &deletes.key_columns,
+                )
+            })
+            .flatten();
+        let equality_files: usize = deletes.groups.iter().map(|g| g.files.len()).sum();
+        if cached_equality.is_some() {
+            deletes = deletes.without_equality(projection.len());
+        }
         let io = self.table.io();
         let mut store_url = None;
         let mut by_object_path = HashMap::new();
@@ -601,6 +621,10 @@ impl TableProvider for IcebergTableProvider {
                 merge.for_positional_scan()
             } else {
                 merge
+            };
+            let merge = match cached_equality {
+                Some(cached) => merge.with_cached_equality(cached, equality_files),
+                None => merge,
             };
             MergeSpec {
                 merge: Arc::new(merge),
@@ -776,5 +800,19 @@ impl MergeLayout {
 
     fn is_empty(&self) -> bool {
         self.files.is_empty()
+    }
+
+    /// This layout with its equality deletes applied as positions instead (the files keep
+    /// their place; their equality groups, the key columns and the file index go): the
+    /// inner projection is the query's `projected` columns again.
+    fn without_equality(mut self, projected: usize) -> Self {
+        for file in &mut self.files {
+            file.equality_groups.clear();
+        }
+        self.groups.clear();
+        self.key_columns.clear();
+        self.inner_projection.truncate(projected);
+        self.file_column = None;
+        self
     }
 }

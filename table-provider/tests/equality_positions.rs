@@ -1,7 +1,8 @@
 //! Equality deletes kept as positions (`deletes::merge_on_read`, `EqualityMode`): the first
 //! unfiltered scan of a data file with equality deletes records the positions they delete
 //! (`equality_positions_recorded`), later scans apply the cached positions instead of probing
-//! (`equality_positions_cached`), and every result — the whole table, every recorded query
+//! (`equality_positions_cached`; with every file's positions cached the scan reads no key
+//! column and builds no set), and every result — the whole table, every recorded query
 //! (projections without the keys, filters, counts), every snapshot — stays what the
 //! generator's own model of the delete rules says (`tests/pyiceberg/gen_deletes.py`, the
 //! `pyiceberg-deletes` dataset also used by `merge_on_read`).
@@ -98,6 +99,15 @@ async fn equality_deletes_become_cached_positions_with_unchanged_results() {
             0,
             "{name}: {second}"
         );
+        // With every file's positions cached the scan is laid out without the key columns
+        // and builds no set.
+        if recorded > 0 {
+            assert_eq!(
+                value(&second, "equality_delete_keys"),
+                0,
+                "{name}: {second}"
+            );
+        }
         // The rows the cached positions remove still count as deleted by equality.
         assert_eq!(
             value(&second, "rows_deleted_by_equality"),

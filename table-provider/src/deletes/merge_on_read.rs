@@ -261,32 +261,27 @@ impl MergeOnRead {
 
     /// The cache key of a data file's equality-deleted positions.
     fn equality_positions_key(&self, file: &FileDeletes) -> Result<EqualityPositionsKey> {
-        let (_, url, object) = self.io.resolve(&file.path)?;
-        let data = (format!("{}{object}", url.as_str()), file.file_size);
-        let mut groups = Vec::with_capacity(file.equality_groups.len());
-        for &g in &file.equality_groups {
-            let Some(group) = self.groups.get(g) else {
-                return Err(Error::InvalidArgument(format!(
-                    "table {}: no equality group #{g}",
-                    self.table
-                )));
-            };
-            let mut files = group
-                .files
-                .iter()
-                .map(|f| self.physical(f))
-                .collect::<Result<Vec<_>>>()?;
-            files.sort();
-            let present = self
-                .key_columns
-                .get(g)
-                .map(|keys| keys.iter().map(|(c, _)| c.is_some()).collect())
-                .unwrap_or_default();
-            groups.push(((group.field_ids.clone(), files), present));
+        equality_positions_key(&self.io, &self.table, file, &self.groups, &self.key_columns)
+    }
+
+    /// This state with the equality deletes of some data files (by path as the manifests
+    /// name them) already known as positions: those files are read as positional runs with
+    /// them (the scan was laid out without their equality groups and key columns).
+    /// `delete_files` equality delete files are counted as applied (from the cache).
+    pub(crate) fn with_cached_equality(
+        self,
+        cached: HashMap<String, Arc<RoaringTreemap>>,
+        delete_files: usize,
+    ) -> Self {
+        self.metrics.equality_files.add(delete_files);
+        self.metrics.cached_files.add(delete_files);
+        for (file, mode) in self.files.iter().zip(&self.equality_modes) {
+            if let Some(positions) = cached.get(&file.path) {
+                self.metrics.equality_positions_cached.add(1);
+                let _ = mode.set(EqualityMode::Cached(Arc::clone(positions)));
+            }
         }
-        // The groups' order follows manifest loading; their union does not.
-        groups.sort();
-        Ok((data, groups))
+        self
     }
 
     /// Keeps the positions a [`EqualityMode::Record`] run found deleted, once it read its
@@ -400,8 +395,7 @@ impl MergeOnRead {
 
     /// The physical identity of a delete file: resolved location and size.
     fn physical(&self, d: &DeleteFileRef) -> Result<(String, u64)> {
-        let (_, url, object) = self.io.resolve(&d.path)?;
-        Ok((format!("{}{object}", url.as_str()), d.file_size))
+        physical_of(&self.io, d)
     }
 
     /// One positional source: from the process's delete cache, or read (and cached).
@@ -714,6 +708,67 @@ impl MergeOnRead {
         }
         Ok(deleted)
     }
+}
+
+/// The physical identity of a delete file: resolved location and size.
+fn physical_of(io: &TableIo, d: &DeleteFileRef) -> Result<(String, u64)> {
+    let (_, url, object) = io.resolve(&d.path)?;
+    Ok((format!("{}{object}", url.as_str()), d.file_size))
+}
+
+/// The cache key of data file `file`'s equality-deleted positions: its physical identity and,
+/// sorted, its equality groups (`groups`, with `key_columns` saying which keys the scan schema
+/// has).
+fn equality_positions_key(
+    io: &TableIo,
+    table: &str,
+    file: &FileDeletes,
+    groups: &[EqualityGroup],
+    key_columns: &[Vec<(Option<usize>, DataType)>],
+) -> Result<EqualityPositionsKey> {
+    let (_, url, object) = io.resolve(&file.path)?;
+    let data = (format!("{}{object}", url.as_str()), file.file_size);
+    let mut keyed = Vec::with_capacity(file.equality_groups.len());
+    for &g in &file.equality_groups {
+        let Some(group) = groups.get(g) else {
+            return Err(Error::InvalidArgument(format!(
+                "table {table}: no equality group #{g}"
+            )));
+        };
+        let mut files = group
+            .files
+            .iter()
+            .map(|f| physical_of(io, f))
+            .collect::<Result<Vec<_>>>()?;
+        files.sort();
+        let present = key_columns
+            .get(g)
+            .map(|keys| keys.iter().map(|(c, _)| c.is_some()).collect())
+            .unwrap_or_default();
+        keyed.push(((group.field_ids.clone(), files), present));
+    }
+    // The groups' order follows manifest loading; their union does not.
+    keyed.sort();
+    Ok((data, keyed))
+}
+
+/// The equality-deleted positions of every data file of a scan layout that has equality
+/// deletes, by path, when the delete cache holds all of them (`None` otherwise): the scan can
+/// then be laid out without equality groups and key columns.
+pub(crate) fn cached_equality_positions(
+    cache: &DeleteCache,
+    io: &TableIo,
+    table: &str,
+    files: &[FileDeletes],
+    groups: &[EqualityGroup],
+    key_columns: &[Vec<(Option<usize>, DataType)>],
+) -> Option<HashMap<String, Arc<RoaringTreemap>>> {
+    let mut out = HashMap::new();
+    for file in files.iter().filter(|f| !f.equality_groups.is_empty()) {
+        let key = equality_positions_key(io, table, file, groups, key_columns).ok()?;
+        out.insert(file.path.clone(), cache.equality_positions(&key)?);
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 /// Builds every future now, so the stream over them holds no closure (and no borrow).

@@ -371,6 +371,46 @@ async fn changelogs_end_equal_to_the_model_in_petrel_spark_and_duckdb() {
             "{name}: no position deletes expected"
         );
     }
+
+    // Compaction applies every equality delete: afterwards no delete file remains and the rows
+    // are unchanged.
+    for (case, _, _, _) in &cases {
+        let (catalog_name, rest) = case.table.split_once('.').expect("catalog");
+        let call = format!(
+            "CALL {catalog_name}.system.rewrite_data_files(table => '{rest}', \
+             options => map('rewrite-all', 'true'))"
+        );
+        query(&ctx, &call)
+            .await
+            .unwrap_or_else(|e| panic!("{call}: {e}"));
+        assert_eq!(
+            petrel_rows(&ctx, &case.table).await,
+            case.model_rows(),
+            "{} after rewrite_data_files",
+            case.table
+        );
+        let name = rest.rsplit('.').next().expect("name");
+        let catalog = if catalog_name == "iceberg" { &fs } else { &sql };
+        let table = catalog.load_table(&ident(name)).await.expect("load");
+        let summary = &table
+            .metadata()
+            .current_snapshot()
+            .expect("a snapshot")
+            .summary()
+            .additional_properties;
+        assert_eq!(
+            summary.get("total-delete-files").map(String::as_str),
+            Some("0"),
+            "{}: {summary:?}",
+            case.table
+        );
+        assert_eq!(
+            summary.get("total-equality-deletes").map(String::as_str),
+            Some("0"),
+            "{}: {summary:?}",
+            case.table
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -61,6 +61,7 @@ pub mod scan;
 pub mod signed_zero;
 pub mod spec;
 mod sql_tokens;
+pub mod statement_exec;
 pub mod statements;
 pub mod time_travel;
 pub mod write;

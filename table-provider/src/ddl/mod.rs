@@ -17,5 +17,5 @@ pub mod types;
 pub use create::{default_table_metadata, new_table_metadata};
 pub use execute::execute_ddl;
 pub use parser::{ColumnDef, CreateTable, DdlStatement, PartitionTerm, parse_ddl};
-pub use plan::{DdlExec, DdlNode, DdlPlanner, as_ddl, ddl_plan};
+pub use plan::{DdlNode, DdlPlanner, as_ddl, ddl_plan};
 pub use types::ParsedType;

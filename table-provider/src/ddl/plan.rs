@@ -3,31 +3,30 @@
 //!
 //! [`ddl_plan`] turns a statement into a `LogicalPlan::Extension` ([`DdlNode`], output `count`
 //! UInt64: rows inserted by `CREATE TABLE … AS`, else 0). A session plans it with
-//! `crate::query_planner::PetrelQueryPlanner` (DataFusion's planner plus [`DdlPlanner`]) into a [`DdlExec`], which runs
+//! `crate::query_planner::PetrelQueryPlanner` (DataFusion's planner plus [`DdlPlanner`]) into a `crate::statement_exec::StatementExec` (`DdlExec`), which runs
 //! [`super::execute_ddl`] against the session's Iceberg catalogs when executed.
 
-use std::any::Any;
 use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{RecordBatch, UInt64Array};
 use async_trait::async_trait;
-use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result as DFResult};
+use datafusion::common::{DFSchema, DFSchemaRef, Result as DFResult};
 use datafusion::execution::context::SessionState;
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{
     Expr, Extension, LogicalPlan, UserDefinedLogicalNode, UserDefinedLogicalNodeCore,
 };
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_planner::{ExtensionPlanner, PhysicalPlanner};
 use datafusion::prelude::SessionContext;
+use futures::future::BoxFuture;
 
 use super::execute::execute_ddl;
 use super::parser::parse_ddl;
-use crate::dml::{count_properties, count_schema};
-use crate::error::Error;
+use crate::dml::count_schema;
+use crate::error::{Error, Result};
+use crate::statement_exec::StatementExec;
 
 /// A DDL statement in a logical plan (kept as its SQL text; parsed again to run).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -101,7 +100,7 @@ pub fn as_ddl(plan: &LogicalPlan) -> Option<&DdlNode> {
     }
 }
 
-/// Plans [`DdlNode`]s as [`DdlExec`]s.
+/// Plans [`DdlNode`]s as [`StatementExec`]s running the DDL.
 #[derive(Debug, Default)]
 pub struct DdlPlanner;
 
@@ -118,92 +117,26 @@ impl ExtensionPlanner for DdlPlanner {
         let Some(node) = node.as_any().downcast_ref::<DdlNode>() else {
             return Ok(None);
         };
-        Ok(Some(Arc::new(DdlExec::new(
+        Ok(Some(Arc::new(StatementExec::new(
+            "DdlExec",
             node.sql.clone(),
             session_state.clone(),
+            count_schema(),
+            run_ddl,
         ))))
     }
 }
 
-/// Runs a DDL statement when executed, against the catalogs of the session that planned it.
-pub struct DdlExec {
-    sql: String,
-    state: SessionState,
-    properties: Arc<PlanProperties>,
-}
-
-impl fmt::Debug for DdlExec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DdlExec")
-            .field("sql", &self.sql)
-            .finish_non_exhaustive()
-    }
-}
-
-impl DdlExec {
-    fn new(sql: String, state: SessionState) -> Self {
-        let properties = count_properties();
-        Self {
-            sql,
-            state,
-            properties,
-        }
-    }
-}
-
-impl DisplayAs for DdlExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "DdlExec: {}", self.sql)
-    }
-}
-
-impl ExecutionPlan for DdlExec {
-    fn name(&self) -> &str {
-        "DdlExec"
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        Vec::new()
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-
-    fn execute(
-        &self,
-        partition: usize,
-        _context: Arc<TaskContext>,
-    ) -> DFResult<SendableRecordBatchStream> {
-        if partition != 0 {
-            return Err(DataFusionError::Internal(format!(
-                "DdlExec has one partition, not {partition}"
-            )));
-        }
-        let sql = self.sql.clone();
-        let ctx = SessionContext::new_with_state(self.state.clone());
-        let schema = count_schema();
-        let out = Arc::clone(&schema);
-        let stream = futures::stream::once(async move {
-            let statement = parse_ddl(&sql)?
-                .ok_or_else(|| Error::InvalidArgument(format!("not a DDL statement: {sql}")))?;
-            let rows = execute_ddl(&ctx, statement).await?;
-            Ok(RecordBatch::try_new(
-                out,
-                vec![Arc::new(UInt64Array::from(vec![rows]))],
-            )?)
-        });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
-    }
+/// Runs a DDL statement (the [`StatementExec`] of a [`DdlNode`]).
+fn run_ddl(state: SessionState, sql: String) -> BoxFuture<'static, Result<RecordBatch>> {
+    Box::pin(async move {
+        let ctx = SessionContext::new_with_state(state);
+        let statement = parse_ddl(&sql)?
+            .ok_or_else(|| Error::InvalidArgument(format!("not a DDL statement: {sql}")))?;
+        let rows = execute_ddl(&ctx, statement).await?;
+        Ok(RecordBatch::try_new(
+            count_schema(),
+            vec![Arc::new(UInt64Array::from(vec![rows]))],
+        )?)
+    })
 }

@@ -47,7 +47,7 @@ pub use args::{ArgValue, CallArgs, Param, ParamType, ProcedureArgs};
 pub use context::ProcedureContext;
 pub use parser::{MaintenanceStatement, ProcedureCall, RefAction, RefStatement, parse_maintenance};
 pub use plan::{
-    MaintenanceExec, MaintenanceNode, MaintenancePlanner, as_maintenance, maintenance_plan,
+    MaintenanceNode, MaintenancePlanner, as_maintenance, maintenance_plan,
 };
 
 use crate::error::{Error, Result};

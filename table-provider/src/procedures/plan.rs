@@ -6,28 +6,23 @@
 //! parameters, catalog an Iceberg catalog) and returns a `LogicalPlan::Extension`
 //! ([`MaintenanceNode`]) whose schema is the procedure's output (Spark's columns), or `count`
 //! for a branch / tag statement. `crate::query_planner::PetrelQueryPlanner` plans it (through
-//! [`MaintenancePlanner`]) into a [`MaintenanceExec`], which parses the statement again and runs
+//! [`MaintenancePlanner`]) into a `crate::statement_exec::StatementExec` (`MaintenanceExec`), which parses the statement again and runs
 //! it when executed.
 
-use std::any::Any;
 use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::{RecordBatch, UInt64Array};
-use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
-use datafusion::common::{DFSchema, DFSchemaRef, DataFusionError, Result as DFResult};
+use datafusion::common::{DFSchema, DFSchemaRef, Result as DFResult};
 use datafusion::execution::context::SessionState;
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{
     Expr, Extension, LogicalPlan, UserDefinedLogicalNode, UserDefinedLogicalNodeCore,
 };
-use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_planner::{ExtensionPlanner, PhysicalPlanner};
+use futures::future::BoxFuture;
 
 use super::args::ProcedureArgs;
 use super::context::ProcedureContext;
@@ -36,6 +31,7 @@ use super::procedure;
 use super::refs::execute_ref_statement;
 use crate::dml::count_schema;
 use crate::error::{Error, Result};
+use crate::statement_exec::StatementExec;
 
 /// A maintenance statement in a logical plan (kept as its SQL text; parsed again to run).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -127,7 +123,7 @@ pub fn as_maintenance(plan: &LogicalPlan) -> Option<&MaintenanceNode> {
     }
 }
 
-/// Plans [`MaintenanceNode`]s as [`MaintenanceExec`]s.
+/// Plans [`MaintenanceNode`]s as [`StatementExec`]s running the statement.
 #[derive(Debug, Default)]
 pub struct MaintenancePlanner;
 
@@ -144,95 +140,19 @@ impl ExtensionPlanner for MaintenancePlanner {
         let Some(node) = node.as_any().downcast_ref::<MaintenanceNode>() else {
             return Ok(None);
         };
-        Ok(Some(Arc::new(MaintenanceExec::new(
+        Ok(Some(Arc::new(StatementExec::new(
+            "MaintenanceExec",
             node.sql.clone(),
-            Arc::clone(node.schema.inner()),
             session_state.clone(),
+            Arc::clone(node.schema.inner()),
+            run_maintenance,
         ))))
     }
 }
 
-/// Runs a maintenance statement when executed, against the catalogs of the session that
-/// planned it.
-pub struct MaintenanceExec {
-    sql: String,
-    state: SessionState,
-    properties: Arc<PlanProperties>,
-}
-
-impl fmt::Debug for MaintenanceExec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MaintenanceExec")
-            .field("sql", &self.sql)
-            .finish_non_exhaustive()
-    }
-}
-
-impl MaintenanceExec {
-    fn new(sql: String, schema: SchemaRef, state: SessionState) -> Self {
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
-            Boundedness::Bounded,
-        ));
-        Self {
-            sql,
-            state,
-            properties,
-        }
-    }
-}
-
-impl DisplayAs for MaintenanceExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "MaintenanceExec: {}", self.sql)
-    }
-}
-
-impl ExecutionPlan for MaintenanceExec {
-    fn name(&self) -> &str {
-        "MaintenanceExec"
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        Vec::new()
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-
-    fn execute(
-        &self,
-        partition: usize,
-        _context: Arc<TaskContext>,
-    ) -> DFResult<SendableRecordBatchStream> {
-        if partition != 0 {
-            return Err(DataFusionError::Internal(format!(
-                "MaintenanceExec has one partition, not {partition}"
-            )));
-        }
-        let sql = self.sql.clone();
-        let state = self.state.clone();
-        let schema = self.schema();
-        let stream = futures::stream::once(async move {
-            let batch = run_statement(&state, &sql).await?;
-            Ok(batch)
-        });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
-    }
+/// Runs a maintenance statement (the [`StatementExec`] of a [`MaintenanceNode`]).
+fn run_maintenance(state: SessionState, sql: String) -> BoxFuture<'static, Result<RecordBatch>> {
+    Box::pin(async move { run_statement(&state, &sql).await })
 }
 
 /// Parses and runs a maintenance statement.

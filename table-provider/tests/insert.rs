@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{
-    duckdb_rows, query, read_back, read_back_with, result_rows, rows_json, session, single_i64,
-    warehouse_with_db,
+    duckdb_rows, pyiceberg_rows, query, read_back, read_back_with, result_rows, rows_json, session,
+    single_i64, warehouse_with_db,
 };
 use datafusion::prelude::SessionContext;
 use iceberg::spec::{
@@ -473,17 +473,8 @@ async fn inserts_commit_snapshots_that_petrel_pyiceberg_and_spark_read() {
         petrel_rows,
         "DuckDB reads Petrel's rows"
     );
-    let mut pyiceberg_rows: Vec<String> = parted["pyiceberg"]
-        .as_array()
-        .expect("pyiceberg rows")
-        .iter()
-        .map(|r| {
-            let row: Value = serde_json::from_str(r.as_str().expect("row text")).expect("row json");
-            Value::Array(columns.iter().map(|k| row[*k].clone()).collect()).to_string()
-        })
-        .collect();
-    pyiceberg_rows.sort();
-    assert_eq!(pyiceberg_rows, petrel_rows, "PyIceberg reads Petrel's rows");
+    let pyiceberg = pyiceberg_rows(&parted, &columns);
+    assert_eq!(pyiceberg, petrel_rows, "PyIceberg reads Petrel's rows");
     // Spark sees the partition values Petrel wrote, special characters included.
     let special = files
         .iter()
@@ -704,16 +695,7 @@ async fn spark_appends_to_a_petrel_table_and_petrel_appends_after() {
     assert_eq!(mixed["metric_mismatches"], serde_json::json!([]));
     assert_eq!(result_rows(&mixed["spark"], &columns), texts(&model, true));
     assert_eq!(duckdb_rows(mixed, &columns), texts(&model, true));
-    let mut pyiceberg: Vec<String> = mixed["pyiceberg"]
-        .as_array()
-        .expect("pyiceberg rows")
-        .iter()
-        .map(|r| {
-            let row: Value = serde_json::from_str(r.as_str().expect("row text")).expect("json");
-            Value::Array(columns.iter().map(|k| row[*k].clone()).collect()).to_string()
-        })
-        .collect();
-    pyiceberg.sort();
+    let pyiceberg = pyiceberg_rows(&mixed, &columns);
     assert_eq!(pyiceberg, texts(&model, true), "PyIceberg reads all");
     let parents: Vec<(Value, Value)> = mixed["snapshots"]
         .as_array()

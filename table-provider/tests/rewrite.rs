@@ -21,8 +21,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::{
-    assert_result, copy_dir, corpus_dir, duckdb_rows, query, read_back, result_rows, rows_json,
-    run_ddl, session, warehouse_with_db, write_count,
+    assert_result, copy_dir, corpus_dir, duckdb_rows, pyiceberg_rows, query, read_back,
+    result_rows, rows_json, run_ddl, session, snapshot_operations, warehouse_with_db, write_count,
 };
 use datafusion::prelude::SessionContext;
 use iceberg::spec::{
@@ -397,31 +397,17 @@ async fn petrel_deletes_are_compacted_away_and_spark_reads_the_result() {
             expected,
             "{table}: DuckDB"
         );
-        let mut pyiceberg: Vec<String> = t["pyiceberg"]
-            .as_array()
-            .expect("pyiceberg rows")
-            .iter()
-            .map(|r| {
-                let r: Value = serde_json::from_str(r.as_str().expect("row text")).expect("row");
-                json!([r["id"], r["region"], r["amount"]]).to_string()
-            })
-            .collect();
-        pyiceberg.sort();
+        let pyiceberg = pyiceberg_rows(&t, &["id", "region", "amount"]);
         assert_eq!(pyiceberg, expected, "{table}: PyIceberg");
         let files = t["files"].as_array().expect("files");
         assert!(
             files.iter().all(|f| f["content"] == 0),
             "{table}: Spark sees no delete files: {files:?}"
         );
-        let operations: Vec<&str> = t["snapshots"]
-            .as_array()
-            .expect("snapshots")
-            .iter()
-            .map(|s| s["operation"].as_str().expect("operation"))
-            .collect();
+        let operations = snapshot_operations(&t);
         assert_eq!(
-            operations.last(),
-            Some(&"replace"),
+            operations.last().map(String::as_str),
+            Some("replace"),
             "{table}: {operations:?}"
         );
         // Spark's time travel to every snapshot agrees with Petrel's.

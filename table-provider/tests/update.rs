@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{
-    duckdb_rows, query, read_back, result_rows, rows_json, run_ddl, session, warehouse_with_db,
-    write_count,
+    duckdb_rows, pyiceberg_rows, query, read_back, result_rows, rows_json, run_ddl, session,
+    snapshot_operations, warehouse_with_db, write_count,
 };
 use datafusion::prelude::SessionContext;
 use petrel_table_provider::{Catalog, Namespace, TableIdent};
@@ -177,23 +177,9 @@ async fn updates_change_exactly_the_selected_rows() {
             model_rows(model),
             "DuckDB reads {table}"
         );
-        let mut pyiceberg: Vec<String> = t["pyiceberg"]
-            .as_array()
-            .expect("pyiceberg rows")
-            .iter()
-            .map(|r| {
-                let row: Value = serde_json::from_str(r.as_str().expect("row text")).expect("row");
-                json!([row["id"], row["region"], row["amount"]]).to_string()
-            })
-            .collect();
-        pyiceberg.sort();
+        let pyiceberg = pyiceberg_rows(&t, &["id", "region", "amount"]);
         assert_eq!(pyiceberg, model_rows(model), "PyIceberg reads {table}");
-        let operations: Vec<&str> = t["snapshots"]
-            .as_array()
-            .expect("snapshots")
-            .iter()
-            .map(|s| s["operation"].as_str().expect("operation"))
-            .collect();
+        let operations = snapshot_operations(&t);
         assert_eq!(
             operations,
             ["append", "overwrite", "overwrite", "overwrite"],

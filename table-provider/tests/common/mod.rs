@@ -885,6 +885,32 @@ pub fn duckdb_rows(seen: &Value, columns: &[&str]) -> Vec<String> {
     result_rows(&seen["duckdb"], columns)
 }
 
+/// PyIceberg's rows of a table [`read_back`] read, like [`result_rows`]: `columns` of each row
+/// as a JSON array text, sorted.
+pub fn pyiceberg_rows(seen: &Value, columns: &[&str]) -> Vec<String> {
+    let mut rows: Vec<String> = seen["pyiceberg"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no PyIceberg rows: {}", seen["pyiceberg_error"]))
+        .iter()
+        .map(|r| {
+            let row: Value = serde_json::from_str(r.as_str().expect("row text")).expect("row");
+            Value::Array(columns.iter().map(|k| row[*k].clone()).collect()).to_string()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// The operations of a table's snapshots as [`read_back`] lists them (oldest first).
+pub fn snapshot_operations(seen: &Value) -> Vec<String> {
+    seen["snapshots"]
+        .as_array()
+        .expect("snapshots")
+        .iter()
+        .map(|s| s["operation"].as_str().expect("operation").to_string())
+        .collect()
+}
+
 /// A filesystem warehouse in `dir` (`dir/warehouse`) with namespace `db`, as catalog and path.
 pub async fn warehouse_with_db(dir: &std::path::Path) -> (std::path::PathBuf, Arc<dyn Catalog>) {
     let warehouse = dir.join("warehouse");

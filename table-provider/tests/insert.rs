@@ -473,7 +473,7 @@ async fn inserts_commit_snapshots_that_petrel_pyiceberg_and_spark_read() {
         petrel_rows,
         "DuckDB reads Petrel's rows"
     );
-    let pyiceberg = pyiceberg_rows(&parted, &columns);
+    let pyiceberg = pyiceberg_rows(parted, &columns);
     assert_eq!(pyiceberg, petrel_rows, "PyIceberg reads Petrel's rows");
     // Spark sees the partition values Petrel wrote, special characters included.
     let special = files
@@ -695,7 +695,7 @@ async fn spark_appends_to_a_petrel_table_and_petrel_appends_after() {
     assert_eq!(mixed["metric_mismatches"], serde_json::json!([]));
     assert_eq!(result_rows(&mixed["spark"], &columns), texts(&model, true));
     assert_eq!(duckdb_rows(mixed, &columns), texts(&model, true));
-    let pyiceberg = pyiceberg_rows(&mixed, &columns);
+    let pyiceberg = pyiceberg_rows(mixed, &columns);
     assert_eq!(pyiceberg, texts(&model, true), "PyIceberg reads all");
     let parents: Vec<(Value, Value)> = mixed["snapshots"]
         .as_array()

@@ -484,7 +484,7 @@ async fn merges_follow_spark_semantics() {
         result_rows(&t["spark"], &["id", "region", "amount"]),
         model_rows(&fresh)
     );
-    let operations = snapshot_operations(&t);
+    let operations = snapshot_operations(t);
     assert_eq!(operations, ["append", "overwrite"]);
     for (table, (model, target)) in &models {
         let t = &seen[*table];
@@ -498,9 +498,9 @@ async fn merges_follow_spark_semantics() {
             model_rows(model),
             "DuckDB reads {table}"
         );
-        let pyiceberg = pyiceberg_rows(&t, &["id", "region", "amount"]);
+        let pyiceberg = pyiceberg_rows(t, &["id", "region", "amount"]);
         assert_eq!(pyiceberg, model_rows(model), "PyIceberg reads {table}");
-        let operations = snapshot_operations(&t);
+        let operations = snapshot_operations(t);
         // A delete-only MERGE is a `delete` in merge-on-read (a row delta adding only delete
         // files, as Iceberg Java names it), an `overwrite` in copy-on-write.
         let deleting = if target.copy_on_write {

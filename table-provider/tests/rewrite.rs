@@ -397,14 +397,14 @@ async fn petrel_deletes_are_compacted_away_and_spark_reads_the_result() {
             expected,
             "{table}: DuckDB"
         );
-        let pyiceberg = pyiceberg_rows(&t, &["id", "region", "amount"]);
+        let pyiceberg = pyiceberg_rows(t, &["id", "region", "amount"]);
         assert_eq!(pyiceberg, expected, "{table}: PyIceberg");
         let files = t["files"].as_array().expect("files");
         assert!(
             files.iter().all(|f| f["content"] == 0),
             "{table}: Spark sees no delete files: {files:?}"
         );
-        let operations = snapshot_operations(&t);
+        let operations = snapshot_operations(t);
         assert_eq!(
             operations.last().map(String::as_str),
             Some("replace"),

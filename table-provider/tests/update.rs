@@ -177,9 +177,9 @@ async fn updates_change_exactly_the_selected_rows() {
             model_rows(model),
             "DuckDB reads {table}"
         );
-        let pyiceberg = pyiceberg_rows(&t, &["id", "region", "amount"]);
+        let pyiceberg = pyiceberg_rows(t, &["id", "region", "amount"]);
         assert_eq!(pyiceberg, model_rows(model), "PyIceberg reads {table}");
-        let operations = snapshot_operations(&t);
+        let operations = snapshot_operations(t);
         assert_eq!(
             operations,
             ["append", "overwrite", "overwrite", "overwrite"],

@@ -318,7 +318,11 @@ async fn concurrent_commits_retry_or_conflict() {
             json!([2, "a", 2]).to_string(),
             json!([3, "a", 3]).to_string(),
         ];
-        assert_eq!(rows(&ctx, &name).await, expected, "the appended id 10 stays");
+        assert_eq!(
+            rows(&ctx, &name).await,
+            expected,
+            "the appended id 10 stays"
+        );
 
         // Two DELETEs of the same data file, the second planned before the first committed.
         let late = ctx

@@ -46,9 +46,7 @@ use futures::future::BoxFuture;
 pub use args::{ArgValue, CallArgs, Param, ParamType, ProcedureArgs};
 pub use context::ProcedureContext;
 pub use parser::{MaintenanceStatement, ProcedureCall, RefAction, RefStatement, parse_maintenance};
-pub use plan::{
-    MaintenanceNode, MaintenancePlanner, as_maintenance, maintenance_plan,
-};
+pub use plan::{MaintenanceNode, MaintenancePlanner, as_maintenance, maintenance_plan};
 
 use crate::error::{Error, Result};
 

@@ -5,9 +5,10 @@
 //! to batches. `scan::merge_stream` drives it.
 //!
 //! Equality deletes become positions: a data file with equality deletes and no positional ones,
-//! read whole by a scan without filters, is read as a positional run, its rows probed against
-//! the sets there and the deleted positions recorded ([`EqualityMode::Record`]); once the run
-//! has streamed to its end they go into the delete cache, keyed by the data file and its
+//! read by a scan without filters, is read as positional runs (one per range of the file), its
+//! rows probed against the sets there and the deleted positions recorded
+//! ([`EqualityMode::Record`]); once runs that streamed to their end have covered every row
+//! group of the file, the positions go into the delete cache, keyed by the data file and its
 //! equality groups. Later scans find them ([`EqualityMode::Cached`]) and apply them like a
 //! deletion vector (with the file's positional deletes): no probe, no hashing
 //! (`equality_positions_cached` counts such files, `equality_positions_recorded` the files
@@ -157,6 +158,9 @@ pub struct MergeOnRead {
     positional_scan: bool,
     /// Per data file, how its equality deletes are applied (decided once per scan).
     equality_modes: Vec<std::sync::OnceLock<EqualityMode>>,
+    /// Per data file being recorded: the deleted positions found so far and which row groups
+    /// the scan's runs have read.
+    recording: std::sync::Mutex<HashMap<usize, (RoaringTreemap, Vec<bool>)>>,
 }
 
 impl MergeOnRead {
@@ -194,6 +198,7 @@ impl MergeOnRead {
             metrics: DeleteMetrics::new(metrics),
             positional_scan: false,
             equality_modes,
+            recording: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -227,17 +232,17 @@ impl MergeOnRead {
     }
 
     /// How data file `index`'s equality deletes are applied, decided at the first call of the
-    /// scan: `whole` says the caller reads the whole file with no filter (then the positions
-    /// may be recorded).
-    pub(crate) fn equality_mode(&self, index: usize, whole: bool) -> &EqualityMode {
+    /// scan: `unfiltered` says the scan reads its files with no filter (then the positions may
+    /// be recorded).
+    pub(crate) fn equality_mode(&self, index: usize, unfiltered: bool) -> &EqualityMode {
         static PROBE: EqualityMode = EqualityMode::Probe;
         match self.equality_modes.get(index) {
-            Some(mode) => mode.get_or_init(|| self.decide_equality_mode(index, whole)),
+            Some(mode) => mode.get_or_init(|| self.decide_equality_mode(index, unfiltered)),
             None => &PROBE,
         }
     }
 
-    fn decide_equality_mode(&self, index: usize, whole: bool) -> EqualityMode {
+    fn decide_equality_mode(&self, index: usize, unfiltered: bool) -> EqualityMode {
         let Some(file) = self.files.get(index) else {
             return EqualityMode::Probe;
         };
@@ -252,7 +257,7 @@ impl MergeOnRead {
             return EqualityMode::Cached(positions);
         }
         // Rows removed by positional deletes are never probed: record only without them.
-        if whole && file.positional.is_empty() {
+        if unfiltered && file.positional.is_empty() {
             EqualityMode::Record(key)
         } else {
             EqualityMode::Probe
@@ -284,16 +289,37 @@ impl MergeOnRead {
         self
     }
 
-    /// Keeps the positions a [`EqualityMode::Record`] run found deleted, once it read its
-    /// whole file.
+    /// Adds the positions a [`EqualityMode::Record`] run of data file `index` found deleted in
+    /// the row groups it read (`read`, one flag per row group of the file); once the runs of
+    /// the scan have read every row group of the file (a file may be split into ranges), the
+    /// positions go to the delete cache under `key`.
     pub(crate) fn record_equality_positions(
         &self,
-        key: EqualityPositionsKey,
+        index: usize,
+        key: &EqualityPositionsKey,
         positions: RoaringTreemap,
+        read: &[bool],
     ) {
-        self.metrics.equality_positions_recorded.add(1);
-        self.cache
-            .insert_equality_positions(key, Arc::new(positions));
+        let Ok(mut recording) = self.recording.lock() else {
+            return;
+        };
+        let (found, covered) = recording
+            .entry(index)
+            .or_insert_with(|| (RoaringTreemap::new(), vec![false; read.len()]));
+        if covered.len() != read.len() {
+            return;
+        }
+        *found |= positions;
+        for (c, r) in covered.iter_mut().zip(read) {
+            *c |= *r;
+        }
+        if covered.iter().all(|c| *c)
+            && let Some((found, _)) = recording.remove(&index)
+        {
+            self.metrics.equality_positions_recorded.add(1);
+            self.cache
+                .insert_equality_positions(key.clone(), Arc::new(found));
+        }
     }
 
     /// Counts rows removed by equality deletes.

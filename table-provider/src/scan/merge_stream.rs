@@ -14,9 +14,10 @@
 //! The next run is prepared (delete files loaded, footer fetched) while the current one
 //! streams. Equality deletes are applied last, to every batch, once the scan's equality sets
 //! are built — except in files whose equality-deleted positions are cached (applied with the
-//! positional deletes of their run) or being recorded (a positional run, read whole with no
-//! filter, probes its batches itself and hands the deleted positions to the delete cache once
-//! it reaches its end; see `deletes::merge_on_read`).
+//! positional deletes of their run) or being recorded (a positional run with no filter probes
+//! its batches itself and, once it reaches its end, hands the deleted positions of the row
+//! groups it read to the merge state, which caches them when the file is covered; see
+//! `deletes::merge_on_read`).
 //!
 //! A **positional scan** (DELETE, UPDATE and MERGE find the rows they change with one) reads
 //! every file as a positional run, deletes or not, and appends to each batch the data file's
@@ -120,12 +121,11 @@ pub(crate) fn partition_stream(
         .map(|g| g.files().to_vec())
         .unwrap_or_default();
     let mut runs: Vec<Run> = Vec::new();
-    // Read whole, with no filter: the file's equality-deleted positions may be recorded.
+    // Read with no filter: the files' equality-deleted positions may be recorded.
     let unfiltered = spec.predicate.is_none() && !spec.positional;
     for file in files {
         if let Some(index) = spec.merge.file_index(file.object_meta.location.as_ref()) {
-            spec.merge
-                .equality_mode(index, unfiltered && file.range.is_none());
+            spec.merge.equality_mode(index, unfiltered);
         }
         match spec
             .merge
@@ -264,14 +264,12 @@ async fn open_run(
     file.extensions = Some(Arc::new(plan.access.clone()));
     let mut filter = PositionFilter::new(&plan);
     if let Some(key) = record {
-        // Every row group read: the positions found are all of the file's.
-        let complete = scanned.iter().all(|s| *s);
         let sets = merge
             .equality_sets(&ctx)
             .await
             .map_err(DataFusionError::from)?;
         let stream = scan(&spec.unfiltered, vec![file], ctx)?;
-        return Ok(recording(stream, filter, merge, sets, index, key, complete));
+        return Ok(recording(stream, filter, merge, sets, index, key, scanned));
     }
     let stream = scan(&spec.unfiltered, vec![file], ctx)?;
     if spec.positional {
@@ -300,7 +298,8 @@ async fn open_run(
 
 /// The batches of a run recording data file `index`'s equality-deleted positions: each batch's
 /// deleted rows found by probing, dropped, and their positions collected; at the end of the
-/// stream (a `complete` read), the positions go to the delete cache under `key`.
+/// stream, the positions found in the row groups `read` go to the merge state (which caches
+/// them under `key` once every row group of the file is covered).
 fn recording(
     stream: datafusion::execution::SendableRecordBatchStream,
     mut filter: PositionFilter,
@@ -308,7 +307,7 @@ fn recording(
     sets: Arc<EqualitySets>,
     index: usize,
     key: EqualityPositionsKey,
-    complete: bool,
+    read: Vec<bool>,
 ) -> BoxStream<'static, DFResult<RecordBatch>> {
     let found = Arc::new(std::sync::Mutex::new(Some(RoaringTreemap::new())));
     let (found_in, merge_in) = (Arc::clone(&found), Arc::clone(&merge));
@@ -343,8 +342,8 @@ fn recording(
     });
     let finish = futures::stream::once(async move {
         let positions = found.lock().ok().and_then(|mut f| f.take());
-        if let (true, Some(positions)) = (complete, positions) {
-            merge.record_equality_positions(key, positions);
+        if let Some(positions) = positions {
+            merge.record_equality_positions(index, &key, positions, &read);
         }
         Ok(None)
     });

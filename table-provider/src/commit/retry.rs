@@ -59,8 +59,14 @@ impl RetryPolicy {
         }
     }
 
+    /// Whether a lost race on attempt `attempt` (1-based) of a commit begun at `started` may
+    /// be retried.
+    pub(crate) fn may_retry(&self, attempt: u32, started: Instant) -> bool {
+        attempt <= self.num_retries && started.elapsed() < self.total_timeout
+    }
+
     /// The wait before retry number `retry` (1-based), with jitter so racing writers spread.
-    fn wait(&self, retry: u32) -> Duration {
+    pub(crate) fn wait(&self, retry: u32) -> Duration {
         let exp = self
             .min_wait
             .saturating_mul(2u32.saturating_pow(retry.saturating_sub(1)))
@@ -130,9 +136,8 @@ pub async fn commit_snapshot_to_branch(
             Err(e) => Err(e),
         };
         let Err(error) = result else { continue };
-        let retry = matches!(error, Error::CommitConflict { .. })
-            && attempt <= policy.num_retries
-            && started.elapsed() < policy.total_timeout;
+        let retry =
+            matches!(error, Error::CommitConflict { .. }) && policy.may_retry(attempt, started);
         if matches!(error, Error::CommitStateUnknown { .. }) {
             return Err(error);
         }

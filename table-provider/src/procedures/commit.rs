@@ -6,7 +6,7 @@
 //! attempt leaves nothing behind; an unknown outcome ([`Error::CommitStateUnknown`]) is never
 //! retried.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use iceberg::spec::TableMetadata;
 
@@ -44,21 +44,11 @@ where
         };
         match catalog.commit_table(&table, metadata).await {
             Ok(committed) => return Ok((committed, value)),
-            Err(Error::CommitConflict { .. })
-                if attempt <= policy.num_retries && started.elapsed() < policy.total_timeout =>
-            {
-                tokio::time::sleep(backoff(&policy, attempt)).await;
+            Err(Error::CommitConflict { .. }) if policy.may_retry(attempt, started) => {
+                tokio::time::sleep(policy.wait(attempt)).await;
                 table = catalog.load_table(table.ident()).await?;
             }
             Err(e) => return Err(e),
         }
     }
-}
-
-/// The wait before retry `retry` (1-based): exponential from the minimum, capped.
-fn backoff(policy: &RetryPolicy, retry: u32) -> Duration {
-    policy
-        .min_wait
-        .saturating_mul(2u32.saturating_pow(retry.saturating_sub(1)))
-        .min(policy.max_wait)
 }

@@ -14,25 +14,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{
-    duckdb_rows, query, read_back, read_back_with, result_rows, rows_json, run_ddl, session,
-    warehouse_with_db, write_count,
+    duckdb_rows, query, read_back, read_back_with, result_rows, run_ddl, session, snapshot_count,
+    sorted_rows, warehouse_with_db, write_count,
 };
 use datafusion::prelude::SessionContext;
-use petrel_table_provider::{Catalog, Namespace, TableIdent};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// (id, region, amount) rows as JSON texts, sorted.
 async fn rows(ctx: &SessionContext, table: &str) -> Vec<String> {
     let sql = format!("SELECT id, region, amount FROM {table}");
-    let batches = query(ctx, &sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out: Vec<String> = rows_json(&batches, &[])
-        .into_iter()
-        .map(|r| Value::Array(r).to_string())
-        .collect();
-    out.sort();
-    out
+    sorted_rows(ctx, &sql).await
 }
 
 /// The model: rows by id.
@@ -56,17 +47,6 @@ impl Model {
             .retain(|id, (region, amount)| keep(*id, region, *amount));
         (before - self.0.len()) as u64
     }
-}
-
-async fn snapshots(catalog: &dyn Catalog, table: &str) -> usize {
-    let ident = TableIdent::new(Namespace::new(vec!["db".into()]), table);
-    catalog
-        .load_table(&ident)
-        .await
-        .expect("load")
-        .metadata()
-        .snapshots()
-        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -183,7 +163,10 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
         ] {
             assert_eq!(write_count(&ctx, &sql).await, 0, "{sql}");
         }
-        assert_eq!(snapshots(catalog.as_ref(), table).await, expected_snapshots);
+        assert_eq!(
+            snapshot_count(catalog.as_ref(), table).await,
+            expected_snapshots
+        );
         // EXPLAIN plans and does not delete.
         let explained = query(&ctx, &format!("EXPLAIN DELETE FROM {name}"))
             .await
@@ -202,7 +185,10 @@ async fn merge_on_read_deletes_exactly_the_rows_the_where_clause_selects() {
             .await
             .expect_err("LIMIT");
         assert!(err.to_string().contains("LIMIT is not supported"), "{err}");
-        assert_eq!(snapshots(catalog.as_ref(), table).await, expected_snapshots);
+        assert_eq!(
+            snapshot_count(catalog.as_ref(), table).await,
+            expected_snapshots
+        );
         assert_eq!(rows(&ctx, &name).await, model.rows(), "{table}");
         models.insert(table, model);
     }
@@ -333,14 +319,14 @@ async fn concurrent_commits_retry_or_conflict() {
             write_count(&ctx, &format!("DELETE FROM {name} WHERE id = 2")).await,
             1
         );
-        let before = snapshots(catalog.as_ref(), &table).await;
+        let before = snapshot_count(catalog.as_ref(), &table).await;
         let err = late.collect().await.expect_err("a conflicting delete");
         assert!(
             err.to_string().contains("conflicting concurrent commit"),
             "{err}"
         );
         assert_eq!(
-            snapshots(catalog.as_ref(), &table).await,
+            snapshot_count(catalog.as_ref(), &table).await,
             before,
             "nothing committed"
         );

@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use arrow::array::AsArray;
 use common::{
-    duckdb_rows, pyiceberg_rows, query, read_back, result_rows, rows_json, run_ddl, session,
-    snapshot_operations, warehouse_with_db, write_count,
+    duckdb_rows, pyiceberg_rows, query, read_back, result_rows, run_ddl, session, snapshot_count,
+    snapshot_operations, sorted_rows, warehouse_with_db, write_count,
 };
 use datafusion::prelude::SessionContext;
 use petrel_table_provider::{Catalog, Namespace, SqlCatalog, TableIdent};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// id → (region, amount).
 type Model = BTreeMap<i64, (String, Option<i64>)>;
@@ -59,15 +59,7 @@ fn sql_value(v: Option<i64>) -> String {
 
 async fn rows(ctx: &SessionContext, table: &str) -> Vec<String> {
     let sql = format!("SELECT id, region, amount FROM {table}");
-    let batches = query(ctx, &sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out: Vec<String> = rows_json(&batches, &[])
-        .into_iter()
-        .map(|r| Value::Array(r).to_string())
-        .collect();
-    out.sort();
-    out
+    sorted_rows(ctx, &sql).await
 }
 
 fn model_rows(model: &Model) -> Vec<String> {
@@ -77,17 +69,6 @@ fn model_rows(model: &Model) -> Vec<String> {
         .collect();
     out.sort();
     out
-}
-
-async fn snapshots(catalog: &dyn Catalog, table: &str) -> usize {
-    let ident = TableIdent::new(Namespace::new(vec!["db".into()]), table);
-    catalog
-        .load_table(&ident)
-        .await
-        .expect("load")
-        .metadata()
-        .snapshots()
-        .count()
 }
 
 /// One target table of the test.
@@ -387,7 +368,7 @@ async fn merges_follow_spark_semantics() {
         assert!(text.contains("IcebergMergeExec"), "{text}");
 
         assert_eq!(
-            snapshots(catalog.as_ref(), table).await,
+            snapshot_count(catalog.as_ref(), table).await,
             expected_snapshots,
             "{table}"
         );
@@ -419,7 +400,7 @@ async fn merges_follow_spark_semantics() {
     .await
     .expect_err("NOT NULL");
     assert!(err.to_string().to_lowercase().contains("null"), "{err}");
-    assert_eq!(snapshots(fs.as_ref(), "merge_fresh").await, 0);
+    assert_eq!(snapshot_count(fs.as_ref(), "merge_fresh").await, 0);
     let n = write_count(
         &ctx,
         "MERGE INTO iceberg.db.merge_fresh t USING iceberg.db.src s ON t.id = s.id \
@@ -607,7 +588,7 @@ async fn merge_mistakes_are_refused_clearly() {
         let err = query(&ctx, &sql).await.expect_err(&sql);
         assert!(err.to_string().contains(needle), "{sql}: {err}");
     }
-    assert_eq!(snapshots(fs.as_ref(), "t").await, 1);
+    assert_eq!(snapshot_count(fs.as_ref(), "t").await, 1);
 
     let n = write_count(
         &ctx,

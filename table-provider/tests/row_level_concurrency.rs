@@ -20,10 +20,13 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{query, read_back_with, result_rows, rows_json, run_ddl, session, warehouse_with_db};
+use common::{
+    query, read_back_with, result_rows, run_ddl, session, snapshot_count, sorted_rows,
+    warehouse_with_db,
+};
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
-use petrel_table_provider::{Catalog, Namespace, SqlCatalog, TableIdent};
+use petrel_table_provider::{Catalog, SqlCatalog};
 use serde_json::{Value, json};
 
 /// The text every conflict error carries (`Error::ConcurrentModification`).
@@ -43,26 +46,7 @@ fn model_rows(model: &Model) -> Vec<String> {
 
 async fn rows(ctx: &SessionContext, table: &str) -> Vec<String> {
     let sql = format!("SELECT k, region, v, tag FROM iceberg.db.{table}");
-    let batches = query(ctx, &sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out: Vec<String> = rows_json(&batches, &[])
-        .into_iter()
-        .map(|r| Value::Array(r).to_string())
-        .collect();
-    out.sort();
-    out
-}
-
-async fn snapshots(catalog: &dyn Catalog, table: &str) -> usize {
-    let ident = TableIdent::new(Namespace::new(vec!["db".into()]), table);
-    catalog
-        .load_table(&ident)
-        .await
-        .expect("load")
-        .metadata()
-        .snapshots()
-        .count()
+    sorted_rows(ctx, &sql).await
 }
 
 /// Creates `db.table` with `props` and inserts `rows` (one INSERT per chunk of `per_file`
@@ -241,7 +225,7 @@ async fn concurrent_updates(
         rounds * sessions
     );
     assert_eq!(
-        snapshots(catalog.as_ref(), table).await,
+        snapshot_count(catalog.as_ref(), table).await,
         3 + successes as usize,
         "{table}: one snapshot per successful UPDATE, none for the losers"
     );
@@ -436,7 +420,7 @@ async fn appends_conflict_only_when_they_may_match_the_filter() {
         assert_eq!(rows(&ctx, table).await, model_rows(&model), "{table}");
 
         // Rows that may match: the DELETE fails and commits nothing.
-        let before = snapshots(fs.as_ref(), table).await;
+        let before = snapshot_count(fs.as_ref(), table).await;
         let delete = plan(
             &ctx,
             &format!("DELETE FROM {name} WHERE region = 'a' AND k >= 20 AND k < 30"),
@@ -449,7 +433,7 @@ async fn appends_conflict_only_when_they_may_match_the_filter() {
             run(&ctx, delete).await,
         );
         assert_eq!(
-            snapshots(fs.as_ref(), table).await,
+            snapshot_count(fs.as_ref(), table).await,
             before + 1,
             "only the append"
         );

@@ -10,24 +10,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{
-    duckdb_rows, pyiceberg_rows, query, read_back, result_rows, rows_json, run_ddl, session,
-    snapshot_operations, warehouse_with_db, write_count,
+    duckdb_rows, pyiceberg_rows, query, read_back, result_rows, run_ddl, session, snapshot_count,
+    snapshot_operations, sorted_rows, warehouse_with_db, write_count,
 };
 use datafusion::prelude::SessionContext;
-use petrel_table_provider::{Catalog, Namespace, TableIdent};
-use serde_json::{Value, json};
+use serde_json::json;
 
 async fn rows(ctx: &SessionContext, table: &str) -> Vec<String> {
     let sql = format!("SELECT id, region, amount FROM {table}");
-    let batches = query(ctx, &sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out: Vec<String> = rows_json(&batches, &[])
-        .into_iter()
-        .map(|r| Value::Array(r).to_string())
-        .collect();
-    out.sort();
-    out
+    sorted_rows(ctx, &sql).await
 }
 
 /// id → (region, amount).
@@ -40,17 +31,6 @@ fn model_rows(model: &Model) -> Vec<String> {
         .collect();
     out.sort();
     out
-}
-
-async fn snapshots(catalog: &dyn Catalog, table: &str) -> usize {
-    let ident = TableIdent::new(Namespace::new(vec!["db".into()]), table);
-    catalog
-        .load_table(&ident)
-        .await
-        .expect("load")
-        .metadata()
-        .snapshots()
-        .count()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,7 +139,10 @@ async fn updates_change_exactly_the_selected_rows() {
             .await
             .expect_err("NOT NULL");
         assert!(err.to_string().to_lowercase().contains("null"), "{err}");
-        assert_eq!(snapshots(catalog.as_ref(), table).await, expected_snapshots);
+        assert_eq!(
+            snapshot_count(catalog.as_ref(), table).await,
+            expected_snapshots
+        );
         assert_eq!(rows(&ctx, &name).await, model_rows(&model), "{table}");
         models.insert(table, model);
     }

@@ -885,6 +885,34 @@ pub fn duckdb_rows(seen: &Value, columns: &[&str]) -> Vec<String> {
     result_rows(&seen["duckdb"], columns)
 }
 
+/// The rows of `sql` as JSON array texts, sorted (comparable with a model's rows).
+pub async fn sorted_rows(ctx: &SessionContext, sql: &str) -> Vec<String> {
+    let batches = query(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut out: Vec<String> = rows_json(&batches, &[])
+        .into_iter()
+        .map(|r| Value::Array(r).to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+/// How many snapshots table `db.<table>` of `catalog` has.
+pub async fn snapshot_count(catalog: &dyn Catalog, table: &str) -> usize {
+    let ident = petrel_table_provider::TableIdent::new(
+        petrel_table_provider::Namespace::new(vec!["db".into()]),
+        table,
+    );
+    catalog
+        .load_table(&ident)
+        .await
+        .expect("load")
+        .metadata()
+        .snapshots()
+        .count()
+}
+
 /// PyIceberg's rows of a table [`read_back`] read, like [`result_rows`]: `columns` of each row
 /// as a JSON array text, sorted.
 pub fn pyiceberg_rows(seen: &Value, columns: &[&str]) -> Vec<String> {

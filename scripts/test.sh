@@ -22,6 +22,14 @@ export PETREL_TEST_DATA="$run_dir/data"
 export TMPDIR="$run_dir/tmp"
 mkdir -p "$PETREL_TEST_DATA" "$TMPDIR"
 
+# Disk is what a cold CI machine runs out of first (the debug build of DataFusion and its test
+# binaries take ~10 GB): say how much there is, and keep CI's build small. Incremental state
+# only pays off when the same tree is rebuilt after small edits, which CI never does.
+echo "disk free before the run: $(df -h --output=avail . | tail -n 1 | tr -d ' ')" >&2
+if [ -n "${CI:-}" ]; then
+    export CARGO_INCREMENTAL=0
+fi
+
 bash scripts/setup-python.sh
 
 if ! cargo nextest --version >/dev/null 2>&1; then
@@ -49,4 +57,5 @@ echo "test data ready in $((SECONDS - started)) s: ${datasets[*]}" >&2
 status=0
 cargo nextest run --workspace --no-fail-fast "$@" || status=$?
 PETREL_BIN="$PWD/target/debug/petrel" .venv/bin/python -m pytest server/tests/python -q -rs || status=$?
+echo "disk free after the run: $(df -h --output=avail . | tail -n 1 | tr -d ' '), target/ $(du -sh target 2>/dev/null | cut -f1)" >&2
 exit "$status"

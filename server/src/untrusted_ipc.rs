@@ -2,7 +2,7 @@
 //!
 //! arrow-ipc 58 validates most of a message, but a record batch whose buffers point past the
 //! message body makes it panic (`Buffer::slice_with_length`: "the offset of the new Buffer
-//! cannot exceed the existing length"), found by `server/tests/fuzz_front_end.rs`. A panic in
+//! cannot exceed the existing length"), found by `server/tests/it/fuzz_front_end.rs`. A panic in
 //! a request handler would cost the client its connection instead of an answer, and could
 //! poison shared state. So every decode of client bytes runs under `catch_unwind`, and a panic
 //! becomes an error naming what was malformed; a stream stops at the first such error.

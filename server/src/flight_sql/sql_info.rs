@@ -5,7 +5,7 @@
 //! identifiers folded to lower case, quoted ones kept and compared exactly) with Petrel's
 //! additions (time travel, Spark's DDL, INSERT [OVERWRITE], searched DELETE, bulk ingest; no
 //! UPDATE or MERGE yet, no transactions), and `--read-only`, which turns every write-related value off.
-//! `server/tests/sql_info.rs` checks each value that SQL can check (identifier case and quoting,
+//! `server/tests/it/sql_info.rs` checks each value that SQL can check (identifier case and quoting,
 //! keywords, functions, conversions, LIKE escapes, null ordering, subqueries, joins, unions)
 //! by running it.
 
@@ -269,7 +269,7 @@ pub(crate) fn try_sql_info_data(read_only: bool) -> Result<SqlInfoData, Status> 
 }
 
 /// CAST support between the types DataFusion converts freely (every pair is run by
-/// `server/tests/sql_info.rs`). DataFusion's SQL has no BIT or LONGVARCHAR type.
+/// `server/tests/it/sql_info.rs`). DataFusion's SQL has no BIT or LONGVARCHAR type.
 fn convert_map() -> HashMap<i32, Vec<i32>> {
     use SqlSupportsConvert as C;
     let numeric = [

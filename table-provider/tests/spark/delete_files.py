@@ -1,5 +1,5 @@
 """Prints what Spark 3.5 + Iceberg 1.10 sees of the delete files of tables in a Hadoop-layout
-warehouse, as JSON (used by tests/delete_writers.rs):
+warehouse, as JSON (used by tests/it/delete_writers.rs):
 
     <spark venv python> delete_files.py WAREHOUSE TABLE...
 

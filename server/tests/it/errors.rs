@@ -1,0 +1,198 @@
+//! Errors reach the client with the code of what went wrong, naming the table, without the
+//! server's paths: a table whose metadata cannot be read (storage IO failed, or the file is
+//! garbage), a SQL catalog whose database is broken, a missing table. GetTables still lists a
+//! broken table, with its error; a catalog that cannot be listed fails the listing instead of
+//! looking empty.
+
+use crate::common;
+
+use arrow::datatypes::Schema;
+use arrow_flight::sql::{CommandGetDbSchemas, CommandGetTables};
+use common::{Petrel, fetch, query};
+use tonic::Code;
+
+/// The `vN.metadata.json` files of a filesystem-catalog table, newest last.
+fn metadata_files(table_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(table_dir.join("metadata"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".metadata.json"))
+        .collect();
+    files.sort();
+    files
+}
+
+type Client = arrow_flight::sql::client::FlightSqlServiceClient<tonic::transport::Channel>;
+
+async fn run(client: &mut Client, sql: &str) {
+    query(client, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// GetTables' rows as (table name, schema).
+async fn tables_with_schemas(client: &mut Client) -> Result<Vec<(String, Schema)>, tonic::Status> {
+    let info = client
+        .get_tables(CommandGetTables {
+            include_schema: true,
+            ..Default::default()
+        })
+        .await
+        .map_err(common::to_status)?;
+    let batches = fetch(client, &info).await?;
+    let mut out = Vec::new();
+    for b in &batches {
+        let names =
+            arrow::array::AsArray::as_string::<i32>(b.column_by_name("table_name").unwrap());
+        let schemas =
+            arrow::array::AsArray::as_binary::<i32>(b.column_by_name("table_schema").unwrap());
+        for i in 0..b.num_rows() {
+            let schema = arrow::ipc::convert::try_schema_from_ipc_buffer(schemas.value(i)).unwrap();
+            out.push((names.value(i).to_string(), schema));
+        }
+    }
+    Ok(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_table_metadata_names_the_table_and_stays_listed() {
+    let warehouse = tempfile::TempDir::new().unwrap();
+    let wh = warehouse.path().join("wh");
+    std::fs::create_dir_all(&wh).unwrap();
+    let server = Petrel::start(&["--warehouse", wh.to_str().unwrap()]);
+    let mut client = server.client().await;
+    run(&mut client, "CREATE SCHEMA iceberg.db").await;
+    for t in ["good", "io_error", "garbage"] {
+        run(
+            &mut client,
+            &format!("CREATE TABLE iceberg.db.{t} (id BIGINT)"),
+        )
+        .await;
+        run(
+            &mut client,
+            &format!("INSERT INTO iceberg.db.{t} VALUES (1)"),
+        )
+        .await;
+    }
+    // Parsed metadata files are cached (they never change): break them under a new server.
+    drop(client);
+    server.terminate();
+    // Storage fails on one table's current metadata file (a symbolic link to itself: ELOOP),
+    // and another's is garbage.
+    let io_error = metadata_files(&wh.join("db/io_error")).pop().unwrap();
+    let saved = std::fs::read(&io_error).unwrap();
+    std::fs::remove_file(&io_error).unwrap();
+    std::os::unix::fs::symlink(&io_error, &io_error).unwrap();
+    let current = metadata_files(&wh.join("db/garbage")).pop().unwrap();
+    std::fs::write(&current, b"{ not json").unwrap();
+
+    let server = Petrel::start(&["--warehouse", wh.to_str().unwrap()]);
+    let mut client = server.client().await;
+    let secret = warehouse.path().to_string_lossy().to_string();
+    for (table, code) in [("io_error", Code::Unavailable), ("garbage", Code::Internal)] {
+        let e = query(&mut client, &format!("SELECT * FROM iceberg.db.{table}"))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), code, "{table}: {e}");
+        assert!(e.message().contains(&format!("db.{table}")), "{table}: {e}");
+        assert!(
+            !e.message().contains(&secret),
+            "{table}: leaks the warehouse: {e}"
+        );
+    }
+    let e = query(&mut client, "SELECT * FROM iceberg.db.garbage")
+        .await
+        .unwrap_err();
+    assert!(
+        e.message().contains("…/metadata/"),
+        "the file, relative to its table: {e}"
+    );
+    // A missing table is NOT_FOUND, still without the warehouse's path.
+    let e = query(&mut client, "SELECT * FROM iceberg.db.nope")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e}");
+    assert!(
+        e.message().contains("db.nope") && !e.message().contains(&secret),
+        "{e}"
+    );
+
+    // (The filesystem catalog's table listing reads each table's metadata location: with
+    // io_error's storage failing, the listing itself fails. Mend it.)
+    std::fs::remove_file(&io_error).unwrap();
+    std::fs::write(&io_error, saved).unwrap();
+
+    // GetTables lists all three; the broken one with an empty schema holding its error.
+    let mut listed = tables_with_schemas(&mut client).await.unwrap();
+    listed.sort_by(|a, b| a.0.cmp(&b.0));
+    let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["garbage", "good", "io_error"]);
+    for (name, schema) in &listed {
+        let error = schema.metadata().get("petrel:table_error");
+        if name != "garbage" {
+            assert_eq!(schema.fields().len(), 1, "{schema:?}");
+            assert_eq!(error, None);
+        } else {
+            assert!(schema.fields().is_empty(), "{name}: {schema:?}");
+            let error = error.unwrap_or_else(|| panic!("{name}: no error in {schema:?}"));
+            assert!(error.contains(&format!("iceberg.db.{name}")), "{error}");
+            assert!(!error.contains(&secret), "{error}");
+            let code = if name == "io_error" {
+                "Unavailable"
+            } else {
+                "Internal"
+            };
+            assert!(error.starts_with(code), "{error}");
+        }
+    }
+    assert!(
+        server
+            .log()
+            .contains("GetTables: a table's schema cannot be loaded")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_catalog_database_is_unavailable_not_empty() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let db = dir.path().join("catalog.db");
+    let wh = dir.path().join("wh");
+    std::fs::create_dir_all(&wh).unwrap();
+    let config = dir.path().join("petrel.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[catalog]]\nname = \"lake\"\ntype = \"sql\"\npath = {:?}\nwarehouse = {:?}\n",
+            db.to_string_lossy(),
+            format!("file://{}", wh.to_string_lossy())
+        ),
+    )
+    .unwrap();
+    let server = Petrel::start(&["--config", config.to_str().unwrap()]);
+    let mut client = server.client().await;
+    run(&mut client, "CREATE SCHEMA lake.db").await;
+    run(&mut client, "CREATE TABLE lake.db.t (id BIGINT)").await;
+    run(&mut client, "SELECT * FROM lake.db.t").await;
+
+    // The database file is overwritten with garbage under the running server.
+    std::fs::write(&db, vec![b'x'; 8192]).unwrap();
+
+    let secret = dir.path().to_string_lossy().to_string();
+    let e = query(&mut client, "SELECT * FROM lake.db.t")
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{e}");
+    assert!(e.message().contains("db.t"), "{e}");
+    assert!(!e.message().contains(&secret), "{e}");
+
+    // Listing fails with the cause; it does not answer "no schemas".
+    let e = match client.get_db_schemas(CommandGetDbSchemas::default()).await {
+        Err(e) => common::to_status(e),
+        Ok(info) => fetch(&mut client, &info).await.expect_err("listing fails"),
+    };
+    assert_eq!(e.code(), Code::Unavailable, "{e}");
+    assert!(e.message().contains("catalog lake"), "{e}");
+    assert!(!e.message().contains(&secret), "{e}");
+    let e = tables_with_schemas(&mut client).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unavailable, "{e}");
+}

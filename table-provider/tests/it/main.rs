@@ -1,0 +1,35 @@
+//! Every integration test of this crate, in one test binary.
+//!
+//! Each file here was once a binary of its own. Each binary statically links DataFusion (about
+//! 250 MB unoptimised), so forty of them filled CI's disk and spent minutes linking. nextest
+//! still runs every test in a process of its own, so the tests stay as isolated as before.
+//! Add a new test file as a module below; `common` holds the shared helpers.
+
+mod common;
+
+mod assert_result;
+mod bad_input;
+mod bad_writes;
+mod catalog_commits;
+mod catalogs;
+mod commit_faults;
+mod corpus;
+mod ddl;
+mod delete;
+mod delete_writers;
+mod equality_positions;
+mod insert;
+mod merge;
+mod merge_on_read;
+mod metadata_answers;
+mod nested_insert;
+mod overwrite;
+mod positional_scan;
+mod procedures;
+mod pyiceberg_tables;
+mod rewrite;
+mod row_level_concurrency;
+mod row_lineage;
+mod spark_tables;
+mod update;
+mod upsert;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Petrel's whole test suite, on a fresh machine:
 #   1. installs what the tests need: the Python environment (PyIceberg, pyarrow, the ADBC
-#      Flight SQL driver, pytest), arrow-rs's `flight_sql_client` CLI, and (through
+#      Flight SQL driver, pytest), Apache Superset in a virtualenv of its own, arrow-rs's
+#      `flight_sql_client` CLI, and (through
 #      scripts/test-data.sh) Java 17 and Spark 3.5 + Iceberg 1.10 from PyPI, cached per machine
 #      in ~/.cache/petrel;
 #   2. generates the test tables once (scripts/test-data.sh: PyIceberg- and Spark-written
@@ -31,6 +32,9 @@ if [ -n "${CI:-}" ]; then
 fi
 
 bash scripts/setup-python.sh
+# Apache Superset in its own virtualenv (~/.cache/petrel/superset-venv), for test_superset.py.
+bash scripts/setup-superset.sh
+export PETREL_REQUIRE_SUPERSET=1
 
 if ! cargo nextest --version >/dev/null 2>&1; then
     echo "cargo-nextest is missing; installing it" >&2

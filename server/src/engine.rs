@@ -34,7 +34,7 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use petrel_table_provider::catalog::Catalog;
-use petrel_table_provider::statements::plan_statement;
+use petrel_table_provider::statements::{is_petrel_write, is_procedure_call, plan_statement};
 use petrel_table_provider::{
     IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes, PetrelQueryPlanner,
     RowLevelDml, SignedZeroEquality,
@@ -274,7 +274,9 @@ impl QueryEngine {
             .await
             .map_err(|e| crate::error::to_status(&e))?
         {
-            if self.options.read_only {
+            // Catalog views (`SHOW CREATE TABLE`, …) are reads: only writes and calls are
+            // refused here.
+            if self.options.read_only && (is_petrel_write(&plan) || is_procedure_call(&plan)) {
                 return Err(Error::Refused(
                     "this server is read-only (read_only / --read-only): writes and DDL are \
                      refused"

@@ -44,6 +44,7 @@
 
 pub mod cache_stats;
 pub mod catalog;
+pub mod catalog_views;
 pub mod commit;
 pub mod ddl;
 pub mod deletes;

@@ -1,7 +1,9 @@
 //! Statements Petrel plans itself, before DataFusion's SQL planner sees the text (DataFusion
 //! cannot parse or plan them): Spark's DDL for Iceberg tables ([`crate::ddl`]), `CALL`
 //! procedures and branch / tag statements ([`crate::procedures`]), `MERGE INTO` and `EXPLAIN
-//! MERGE` ([`crate::row_level::merge_plan`]). Each
+//! MERGE` ([`crate::row_level::merge_plan`]), and the catalog statements BI tools send that
+//! DataFusion lacks (`SHOW TABLES IN`, `SHOW CREATE TABLE`, … [`crate::catalog_views`], read
+//! plans, not writes). Each
 //! becomes a `LogicalPlan` whose execution runs the statement, so it runs where any statement
 //! runs: once, when executed, never while planned, prepared or explained.
 //!
@@ -13,6 +15,7 @@
 use datafusion::execution::context::SessionState;
 use datafusion::logical_expr::LogicalPlan;
 
+use crate::catalog_views::catalog_view_plan;
 use crate::ddl::{as_ddl, ddl_plan};
 use crate::error::Result;
 use crate::procedures::{as_maintenance, maintenance_plan};
@@ -28,6 +31,9 @@ pub async fn plan_statement(state: &SessionState, sql: &str) -> Result<Option<Lo
         return Ok(Some(plan));
     }
     if let Some(plan) = merge_plan(state, sql).await? {
+        return Ok(Some(plan));
+    }
+    if let Some(plan) = catalog_view_plan(state, sql).await? {
         return Ok(Some(plan));
     }
     Ok(None)

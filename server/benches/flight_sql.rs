@@ -258,6 +258,7 @@ async fn run() {
         let cfg = CatalogConfig::Filesystem {
             name: "iceberg".into(),
             warehouse: wh.clone(),
+            storage: Default::default(),
         };
         let cat = petrel_server::server::open_catalog(&cfg)
             .await

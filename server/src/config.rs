@@ -43,6 +43,7 @@
 //! client_ca = "ca.pem"         # optional: require client certificates (mTLS)
 //! ```
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -116,8 +117,9 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_BIND")]
     pub bind: Option<SocketAddr>,
 
-    /// A filesystem (Hadoop layout) warehouse directory, served as catalog `iceberg` (added
-    /// to, or replacing an `iceberg` in, the file's catalogs) [default: none].
+    /// A filesystem (Hadoop layout) warehouse: a directory or an object store URL such as
+    /// `s3://bucket/prefix` (configured by the AWS_* environment), served as catalog
+    /// `iceberg` (added to, or replacing an `iceberg` in, the file's catalogs) [default: none].
     #[arg(long, env = "PETREL_WAREHOUSE")]
     pub warehouse: Option<PathBuf>,
 
@@ -296,8 +298,13 @@ pub enum CatalogConfig {
     Filesystem {
         /// Name in SQL (`<name>.<namespace>.<table>`).
         name: String,
-        /// The warehouse directory.
+        /// The warehouse: a local directory, or an object store URL (`s3://bucket/prefix`,
+        /// `gs://…`, `abfss://…`).
         warehouse: PathBuf,
+        /// Object store settings (`[catalog.storage]`, Iceberg FileIO names such as
+        /// `s3.endpoint`), over the `AWS_*` environment.
+        #[serde(default)]
+        storage: BTreeMap<String, String>,
     },
     /// A SQL catalog (PyIceberg `SqlCatalog`, Iceberg `JdbcCatalog`) in a SQLite file.
     Sql {
@@ -311,6 +318,9 @@ pub enum CatalogConfig {
         /// `<warehouse>/<namespace>/<table>` (PyIceberg's rule). None: such a CREATE TABLE
         /// needs `LOCATION`.
         warehouse: Option<String>,
+        /// Object store settings of the catalog's tables (as for a filesystem catalog).
+        #[serde(default)]
+        storage: BTreeMap<String, String>,
     },
 }
 
@@ -487,7 +497,18 @@ slow_query_ms = 5000
 # [[catalog]]
 # name = "iceberg"             # the name in SQL: iceberg.<namespace>.<table>
 # type = "filesystem"          # a warehouse directory in Iceberg's Hadoop layout
-# warehouse = "/data/warehouse"
+# warehouse = "/data/warehouse"  # or s3://bucket/prefix (gs://, abfss:// likewise)
+#
+# Object store settings of a catalog (Iceberg FileIO names; unset ones come from the AWS_*
+# environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION,
+# AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, web identity, instance metadata):
+# [catalog.storage]
+# "s3.endpoint" = "http://127.0.0.1:9000"
+# "s3.access-key-id" = "..."
+# "s3.secret-access-key" = "..."
+# "s3.session-token" = "..."
+# "s3.path-style-access" = "true"
+# "client.region" = "us-east-1"
 #
 # [[catalog]]
 # name = "lake"
@@ -533,6 +554,7 @@ impl ServeArgs {
                 CatalogConfig::Filesystem {
                     name: "iceberg".into(),
                     warehouse: dir.clone(),
+                    storage: BTreeMap::new(),
                 },
             );
         }

@@ -82,6 +82,7 @@ pub async fn ensure_embedded(dir: &Path) -> Result<CatalogConfig, String> {
         path: db.clone(),
         catalog_name: Some(DEMO_CATALOG.into()),
         warehouse: Some(warehouse.clone()),
+        storage: Default::default(),
     };
     if db.exists() {
         return Ok(config);

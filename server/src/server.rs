@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
 use petrel_table_provider::catalog::{Catalog, FileSystemCatalog, SqlCatalog};
+use petrel_table_provider::io::{StoreConfig, StoreRegistry};
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
@@ -33,11 +34,23 @@ const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// Opens one configured catalog.
 pub async fn open_catalog(cfg: &CatalogConfig) -> Result<Arc<dyn Catalog>, String> {
     match cfg {
-        CatalogConfig::Filesystem { name, warehouse } => {
-            let dir = warehouse
-                .canonicalize()
-                .map_err(|e| format!("catalog {name}: warehouse {}: {e}", warehouse.display()))?;
-            let c = FileSystemCatalog::new(&dir.to_string_lossy())
+        CatalogConfig::Filesystem {
+            name,
+            warehouse,
+            storage,
+        } => {
+            let stores = store_registry(name, storage)?;
+            let text = warehouse.to_string_lossy();
+            // An object store URL is used as given; a local directory must exist.
+            let root = if is_url(&text) {
+                text.into_owned()
+            } else {
+                let dir = warehouse.canonicalize().map_err(|e| {
+                    format!("catalog {name}: warehouse {}: {e}", warehouse.display())
+                })?;
+                dir.to_string_lossy().into_owned()
+            };
+            let c = FileSystemCatalog::with_stores(&root, stores)
                 .map_err(|e| format!("catalog {name}: {e}"))?;
             Ok(Arc::new(c))
         }
@@ -46,9 +59,15 @@ pub async fn open_catalog(cfg: &CatalogConfig) -> Result<Arc<dyn Catalog>, Strin
             path,
             catalog_name,
             warehouse,
+            storage,
         } => {
-            let mut c = SqlCatalog::open_sqlite(path, catalog_name.as_deref().unwrap_or(name))
-                .map_err(|e| format!("catalog {name}: {e}"))?;
+            let stores = store_registry(name, storage)?;
+            let mut c = SqlCatalog::open_sqlite_with_stores(
+                path,
+                catalog_name.as_deref().unwrap_or(name),
+                stores,
+            )
+            .map_err(|e| format!("catalog {name}: {e}"))?;
             if let Some(warehouse) = warehouse {
                 c = c
                     .with_warehouse(warehouse)
@@ -57,6 +76,23 @@ pub async fn open_catalog(cfg: &CatalogConfig) -> Result<Arc<dyn Catalog>, Strin
             Ok(Arc::new(c))
         }
     }
+}
+
+/// Whether a warehouse is given as a URL (`s3://…`, `file:///…`) rather than a path.
+fn is_url(warehouse: &str) -> bool {
+    warehouse
+        .split_once("://")
+        .is_some_and(|(scheme, _)| !scheme.is_empty() && !scheme.contains('/'))
+}
+
+/// The object stores of catalog `name`, configured by its `[catalog.storage]` table.
+fn store_registry(
+    name: &str,
+    storage: &std::collections::BTreeMap<String, String>,
+) -> Result<StoreRegistry, String> {
+    let config = StoreConfig::from_settings(storage)
+        .map_err(|e| format!("catalog {name}: [catalog.storage]: {e}"))?;
+    Ok(StoreRegistry::new(config))
 }
 
 /// Builds the engine and the session defaults from the configuration (creating the embedded

@@ -505,14 +505,18 @@ impl TableProvider for IcebergTableProvider {
         }
         let io = self.table.io();
         let mut store_url = None;
+        let mut scan_store = None;
         let mut by_object_path = HashMap::new();
         let mut nan_free = NanFreeColumns::default();
         let mut groups = Vec::with_capacity(plan.partitions.len());
         for tasks in &plan.partitions {
             let mut files = Vec::with_capacity(tasks.len());
             for task in tasks {
-                let (_, url, path) = io.resolve(&task.file.path)?;
-                store_url.get_or_insert(url);
+                let (store, url, path) = io.resolve(&task.file.path)?;
+                if store_url.is_none() {
+                    scan_store = Some(store);
+                    store_url = Some(url);
+                }
                 let object_path = path.to_string();
                 nan_free.insert(object_path.clone(), task.file.nan_free_field_ids.clone());
                 let mut file = partitioned_file(path, task.file.file_size);
@@ -550,6 +554,13 @@ impl TableProvider for IcebergTableProvider {
             None => TableSchema::new(Arc::clone(&self.arrow_schema), vec![]),
         };
         let runtime = state.runtime_env();
+        // DataFusion looks the store up by its URL when the scan opens files: an object
+        // store's bucket is registered here (the local store always is).
+        if let Some(store) = scan_store
+            && store_url != datafusion::execution::object_store::ObjectStoreUrl::local_filesystem()
+        {
+            runtime.register_object_store(store_url.as_ref(), store);
+        }
         let readers = CachedParquetFileReaderFactory::new(
             runtime.object_store(&store_url)?,
             runtime.cache_manager.get_file_metadata_cache(),

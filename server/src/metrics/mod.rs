@@ -15,6 +15,7 @@
 //! | `petrel_streamed_rows_total`, `petrel_streamed_bytes_total` | rows and Flight bytes (IPC header + body) sent by DoGet |
 //! | `petrel_iceberg_*_total`                       | the Iceberg scans' planning counts (manifests, data files total / pruned / scanned, delete files planned / applied), fed once per query from its plan |
 //! | `petrel_parquet_row_groups_pruned_total`       | row groups skipped by statistics or bloom filters |
+//! | `petrel_object_store_requests_total{store,operation}` | requests to object stores (`remote`: S3/GCS/Azure, `local`: files) by operation: get, head, list, put, delete, copy |
 //!
 //! Sampled when scraped (gauges): the memory pool (reserved, limit, per-query limit), work
 //! slots (`max_concurrent_queries`: in all, free), sessions, plans kept for their DoGet, and
@@ -38,6 +39,7 @@ use std::time::Duration;
 
 use petrel_table_provider::IcebergCatalogProvider;
 use petrel_table_provider::cache_stats::CacheStats;
+use petrel_table_provider::io::{CountedStore, object_store_requests};
 use tonic::Code;
 
 use crate::engine::QueryEngine;
@@ -286,8 +288,33 @@ pub fn render(sources: &Sources) -> String {
         m.streamed_bytes.get(),
     );
     render_scans(&mut e, m);
+    render_object_store_requests(&mut e);
     render_live(&mut e, sources);
     e.finish()
+}
+
+/// Requests to object stores (`store="remote"`: S3, GCS, Azure; `store="local"`: files), by
+/// operation, counted by the table provider's store wrapper.
+fn render_object_store_requests(e: &mut Exposition) {
+    const NAME: &str = "petrel_object_store_requests_total";
+    e.family(
+        NAME,
+        "counter",
+        "Requests sent to object stores by store (remote: S3/GCS/Azure, local: files) and \
+         operation (get, head, list, put, delete, copy).",
+    );
+    for (store, kind) in [
+        ("remote", CountedStore::Remote),
+        ("local", CountedStore::Local),
+    ] {
+        for (operation, count) in object_store_requests(kind).by_operation() {
+            e.sample(
+                NAME,
+                &[("store", store), ("operation", operation)],
+                count as f64,
+            );
+        }
+    }
 }
 
 fn render_scans(e: &mut Exposition, m: &Metrics) {

@@ -60,6 +60,7 @@ impl InProcess {
         let catalog = petrel_server::server::open_catalog(&CatalogConfig::Filesystem {
             name: "iceberg".into(),
             warehouse,
+            storage: Default::default(),
         })
         .await
         .unwrap();

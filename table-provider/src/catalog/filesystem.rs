@@ -28,7 +28,9 @@ use super::metadata_file::{MetadataCache, encode_table_metadata, metadata_file_v
 use super::writes::{delete_tree, file_name_of, loaded_table, put_new, warehouse_location};
 use super::{Catalog, LoadedTable, Namespace, TableIdent};
 use crate::error::{Error, Result};
-use crate::io::{LocationMap, StoreRegistry, TableIo, child_path, normalize_location};
+use crate::io::{
+    LocationMap, StoreRegistry, TableIo, child_path, normalize_location, object_location,
+};
 
 const VERSION_HINTS: [&str; 2] = ["version-hint.text", "version-hint.txt"];
 const MAX_NAMESPACE_DEPTH: usize = 8;
@@ -53,8 +55,11 @@ fn hadoop_version(file_name: &str) -> Option<(i64, &'static str)> {
 /// A filesystem (Hadoop layout) warehouse.
 #[derive(Debug, Clone)]
 pub struct FileSystemCatalog {
-    /// Normalised URL of the warehouse root (`file:///abs/dir`).
+    /// Normalised URL of the warehouse root (`file:///abs/dir`, `s3://bucket/prefix`).
     root: String,
+    /// `scheme://authority` of the root (`file://`, `s3://bucket`): an object path's URL is
+    /// this, `/` and the path.
+    store_prefix: String,
     store: Arc<dyn ObjectStore>,
     root_path: Path,
     stores: StoreRegistry,
@@ -62,7 +67,8 @@ pub struct FileSystemCatalog {
 }
 
 impl FileSystemCatalog {
-    /// A catalog over the warehouse at `warehouse` (a local directory or a `file:` URL).
+    /// A catalog over the warehouse at `warehouse` (a local directory, a `file:` URL, or an
+    /// object store URL such as `s3://bucket/prefix` configured by the environment).
     pub fn new(warehouse: &str) -> Result<Self> {
         Self::with_stores(warehouse, StoreRegistry::default())
     }
@@ -71,8 +77,11 @@ impl FileSystemCatalog {
     pub fn with_stores(warehouse: &str, stores: StoreRegistry) -> Result<Self> {
         let root = warehouse_location(warehouse)?;
         let (store, _, root_path) = stores.resolve(&root)?;
+        let location = object_location(&root)?;
+        let store_prefix = format!("{}://{}", location.scheme, location.authority);
         Ok(Self {
             root,
+            store_prefix,
             store,
             root_path,
             stores,
@@ -222,7 +231,7 @@ impl FileSystemCatalog {
     }
 
     fn url_of(&self, path: &Path) -> String {
-        format!("file:///{path}")
+        format!("{}/{path}", self.store_prefix)
     }
 
     /// The directory of a table: `<warehouse>/<namespace levels…>/<name>`.
@@ -263,6 +272,65 @@ impl FileSystemCatalog {
         // The local store's object paths are the file system's absolute paths, literally.
         let local = std::path::PathBuf::from(format!("/{dir}"));
         let _ = tokio::task::spawn_blocking(move || remove_empty_tree(&local)).await;
+    }
+
+    /// [`Catalog::load_table`] without the error context.
+    async fn load_table_from_store(&self, ident: &TableIdent) -> Result<LoadedTable> {
+        let mut levels = ident.namespace.levels().to_vec();
+        levels.push(ident.name.clone());
+        let table_dir = self.dir_of(&levels)?;
+        let Some(metadata_file) = self.current_metadata_file(&table_dir).await? else {
+            return Err(Error::NotFound(format!(
+                "table {ident} does not exist in warehouse {} (no metadata under {})",
+                self.root,
+                self.url_of(&table_dir.clone().join("metadata"))
+            )));
+        };
+        let metadata_location = self.url_of(&metadata_file);
+        let bootstrap = TableIo::new(self.stores.clone(), LocationMap::identity());
+        let parsed = self
+            .metadata_cache
+            .read(&bootstrap, &ident.to_string(), &metadata_location)
+            .await?;
+        let (metadata, refs) = (parsed.metadata, parsed.refs);
+        let io = self.table_io(metadata.location(), &table_dir);
+        Ok(LoadedTable::new(
+            ident.clone(),
+            metadata_location,
+            metadata,
+            refs,
+            io,
+        ))
+    }
+}
+
+/// `e` with `context` (the table and its store) in its message, of the same kind (a missing
+/// object stays a missing object, a refused request a refused request).
+fn in_context(e: object_store::Error, context: String) -> object_store::Error {
+    use object_store::Error as E;
+    type Source = Box<dyn std::error::Error + Send + Sync>;
+    let source = |source: Source| -> Source { format!("{context}: {source}").into() };
+    match e {
+        E::NotFound { path, source: s } => E::NotFound {
+            path,
+            source: source(s),
+        },
+        E::PermissionDenied { path, source: s } => E::PermissionDenied {
+            path,
+            source: source(s),
+        },
+        E::Unauthenticated { path, source: s } => E::Unauthenticated {
+            path,
+            source: source(s),
+        },
+        E::Generic { store, source: s } => E::Generic {
+            store,
+            source: source(s),
+        },
+        other => E::Generic {
+            store: "object store",
+            source: format!("{context}: {other}").into(),
+        },
     }
 }
 
@@ -345,31 +413,15 @@ impl Catalog for FileSystemCatalog {
     }
 
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable> {
-        let mut levels = ident.namespace.levels().to_vec();
-        levels.push(ident.name.clone());
-        let table_dir = self.dir_of(&levels)?;
-        let Some(metadata_file) = self.current_metadata_file(&table_dir).await? else {
-            return Err(Error::NotFound(format!(
-                "table {ident} does not exist in warehouse {} (no metadata under {})",
-                self.root,
-                self.url_of(&table_dir.clone().join("metadata"))
-            )));
-        };
-        let metadata_location = self.url_of(&metadata_file);
-        let bootstrap = TableIo::new(self.stores.clone(), LocationMap::identity());
-        let parsed = self
-            .metadata_cache
-            .read(&bootstrap, &ident.to_string(), &metadata_location)
-            .await?;
-        let (metadata, refs) = (parsed.metadata, parsed.refs);
-        let io = self.table_io(metadata.location(), &table_dir);
-        Ok(LoadedTable::new(
-            ident.clone(),
-            metadata_location,
-            metadata,
-            refs,
-            io,
-        ))
+        self.load_table_from_store(ident)
+            .await
+            .map_err(|e| match e {
+                Error::ObjectStore(e) => Error::ObjectStore(in_context(
+                    e,
+                    format!("table {ident} in {}", self.stores.describe(&self.root)),
+                )),
+                other => other,
+            })
     }
 
     async fn create_namespace(&self, namespace: &Namespace, if_not_exists: bool) -> Result<()> {

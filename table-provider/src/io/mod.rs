@@ -5,10 +5,13 @@
 //! logical paths; only this module knows where bytes really are.
 
 mod location;
+mod request_counts;
+mod store_config;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use datafusion::execution::object_store::ObjectStoreUrl;
@@ -17,45 +20,169 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 pub use location::{LocationMap, ObjectLocation, child_path, normalize_location, object_location};
+pub use request_counts::{CountedStore, RequestCounts, object_store_requests};
+pub use store_config::{MAX_RETRIES, RETRY_TIMEOUT, StoreConfig, StoreKind};
 
 use crate::error::{Error, Result};
+use request_counts::CountingStore;
 
-/// Finds the object store serving a URL. Today: local files; S3/GCS/Azure plug in here.
+/// Finds the object store serving a location: local files, and S3 (`s3://`, `s3a://`,
+/// `s3n://`), GCS (`gs://`) and Azure (`abfss://`, `wasbs://`) buckets configured by one
+/// [`StoreConfig`]. One store per bucket is built on first use and kept (its connection pool
+/// with it); clones of a registry share them.
 #[derive(Clone)]
 pub struct StoreRegistry {
     local: Arc<dyn ObjectStore>,
+    config: Arc<StoreConfig>,
+    buckets: Arc<Mutex<HashMap<(StoreKind, String), Arc<dyn ObjectStore>>>>,
 }
 
 impl fmt::Debug for StoreRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StoreRegistry").finish_non_exhaustive()
+        f.debug_struct("StoreRegistry")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
 impl Default for StoreRegistry {
+    /// Local files, and object stores configured by the environment alone.
     fn default() -> Self {
-        Self {
-            local: Arc::new(LocalFileSystem::new()),
-        }
+        Self::new(StoreConfig::from_env())
     }
 }
 
 impl StoreRegistry {
+    /// Stores configured by `config` (over the environment).
+    pub fn new(config: StoreConfig) -> Self {
+        Self {
+            local: CountingStore::wrap(Arc::new(LocalFileSystem::new()), CountedStore::Local),
+            config: Arc::new(config),
+            buckets: Arc::default(),
+        }
+    }
+
+    /// Stores configured by Iceberg FileIO properties (a REST catalog's `config`, a table's
+    /// vended credentials): see [`StoreConfig::from_iceberg_properties`].
+    pub fn with_properties(properties: &HashMap<String, String>) -> Result<Self> {
+        Ok(Self::new(StoreConfig::from_iceberg_properties(properties)?))
+    }
+
+    /// The settings the stores are built with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
     /// The store, its DataFusion URL and the object path of a location (see
     /// [`object_location`]: the path keeps every character of the location).
+    ///
+    /// The URL is `scheme://bucket` with the scheme's canonical spelling (`s3a://b` and
+    /// `s3://b` are one store); DataFusion's scans find the store under it once
+    /// [`Self::register_with`] has run.
     pub fn resolve(&self, location: &str) -> Result<(Arc<dyn ObjectStore>, ObjectStoreUrl, Path)> {
-        let ObjectLocation { scheme, path, .. } = object_location(location)?;
-        match scheme.as_str() {
-            "file" => Ok((
+        let ObjectLocation {
+            scheme,
+            authority,
+            path,
+        } = object_location(location)?;
+        if scheme == "file" {
+            return Ok((
                 Arc::clone(&self.local),
                 ObjectStoreUrl::local_filesystem(),
                 path,
-            )),
-            other => Err(Error::InvalidArgument(format!(
-                "no object store is configured for scheme {other:?} (location {location})"
-            ))),
+            ));
+        }
+        let Some(kind) = StoreKind::of_scheme(&scheme) else {
+            return Err(Error::InvalidArgument(format!(
+                "no object store serves scheme {scheme:?} (location {location}); \
+                 supported: file, s3, s3a, s3n, gs, abfs, abfss, wasb, wasbs"
+            )));
+        };
+        let url = store_url(kind, &authority, location)?;
+        let store = self.bucket_store(kind, &scheme, &authority)?;
+        Ok((store, url, path))
+    }
+
+    /// The cached store of one bucket, built on first use.
+    fn bucket_store(
+        &self,
+        kind: StoreKind,
+        scheme: &str,
+        authority: &str,
+    ) -> Result<Arc<dyn ObjectStore>> {
+        let key = (kind, authority.to_string());
+        // A panic while the map was held cannot leave it half-updated: take it as it is.
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(store) = buckets.get(&key) {
+            return Ok(Arc::clone(store));
+        }
+        let store = CountingStore::wrap(
+            self.config.build(kind, scheme, authority)?,
+            CountedStore::Remote,
+        );
+        buckets.insert(key, Arc::clone(&store));
+        Ok(store)
+    }
+
+    /// Registers the store of `location` with a DataFusion runtime, so that scans planned
+    /// with its URL find it.
+    pub fn register_with(
+        &self,
+        runtime: &datafusion::execution::runtime_env::RuntimeEnv,
+        location: &str,
+    ) -> Result<ObjectStoreUrl> {
+        let (store, url, _) = self.resolve(location)?;
+        if url != ObjectStoreUrl::local_filesystem() {
+            runtime.register_object_store(url.as_ref(), store);
+        }
+        Ok(url)
+    }
+
+    /// Where a location's store is, for error messages: `s3://bucket` and the endpoint when
+    /// one is configured.
+    pub fn describe(&self, location: &str) -> String {
+        let Ok(ObjectLocation {
+            scheme, authority, ..
+        }) = object_location(location)
+        else {
+            return location.to_string();
+        };
+        match (StoreKind::of_scheme(&scheme), self.endpoint()) {
+            (Some(StoreKind::S3), Some(endpoint)) => {
+                format!("{scheme}://{authority} at {endpoint}")
+            }
+            _ => format!("{scheme}://{authority}"),
         }
     }
+
+    /// The S3 endpoint: the configured one, else `AWS_ENDPOINT_URL` / `AWS_ENDPOINT`.
+    fn endpoint(&self) -> Option<String> {
+        self.config
+            .s3_endpoint()
+            .map(str::to_string)
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok())
+            .or_else(|| std::env::var("AWS_ENDPOINT").ok())
+    }
+}
+
+/// The DataFusion URL of a bucket: `scheme://host` with the canonical scheme of its kind.
+/// Azure's `container@account.dfs.core.windows.net` becomes the host
+/// `container.account.dfs.core.windows.net` (a URL's user part is not part of DataFusion's
+/// registry key).
+fn store_url(kind: StoreKind, authority: &str, location: &str) -> Result<ObjectStoreUrl> {
+    let url = match kind {
+        StoreKind::S3 => format!("s3://{authority}"),
+        StoreKind::Gcs => format!("gs://{authority}"),
+        StoreKind::Azure => format!("abfss://{}", authority.replacen('@', ".", 1)),
+    };
+    ObjectStoreUrl::parse(&url).map_err(|e| {
+        Error::InvalidArgument(format!(
+            "location {location}: bucket {authority:?} is not a valid host name: {e}"
+        ))
+    })
 }
 
 /// Reads one table's files by logical path.

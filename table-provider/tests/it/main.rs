@@ -23,6 +23,7 @@ mod merge;
 mod merge_on_read;
 mod metadata_answers;
 mod nested_insert;
+mod object_store_s3;
 mod overwrite;
 mod positional_scan;
 mod procedures;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod moto;
+
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 

@@ -39,12 +39,15 @@
 //! - [`write`]: what writers compute per data file: column metrics, partition paths.
 //! - [`maintenance`]: Spark's maintenance procedures as functions (`rewrite_data_files`,
 //!   `rewrite_position_delete_files`).
+//! - [`changes`]: `table_changes(...)`: change feeds between snapshots and live streams of new
+//!   commits, as Spark's changelog view.
 //! - [`error`]: one error type with table / snapshot / file context.
 //! - [`cache_stats`]: hit / miss counts and sizes of the manifest and delete-file caches.
 
 pub mod cache_stats;
 pub mod catalog;
 pub mod catalog_views;
+pub mod changes;
 pub mod commit;
 pub mod ddl;
 pub mod deletes;

@@ -459,6 +459,39 @@ impl TableProvider for IcebergTableProvider {
             }
             plan.partitions.retain(|tasks| !tasks.is_empty());
         }
+        self.scan_planned(state, plan, projection, filters, limit, true)
+            .await
+    }
+}
+
+impl IcebergTableProvider {
+    /// The scan of `plan` (tasks planned elsewhere, e.g. by `ScanPlanner::plan_changes`) with
+    /// this provider's merge-on-read, schema mapping and (when [`Self::positional`]) position
+    /// columns: what [`TableProvider::scan`] runs after planning.
+    /// Unlike a planned scan it claims no statistics: `plan` need not be a snapshot's whole scan.
+    pub async fn scan_plan(
+        &self,
+        state: &dyn Session,
+        plan: ScanPlan,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        self.scan_planned(state, plan, projection, filters, limit, false)
+            .await
+    }
+
+    /// The scan of `plan`; `statistics`: with the exact statistics the manifests prove.
+    async fn scan_planned(
+        &self,
+        state: &dyn Session,
+        plan: ScanPlan,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+        statistics: bool,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let positional = self.positional_schema.is_some();
         let table_name = self.table.ident().to_string();
         let full_schema = self.schema();
         let requested: Vec<usize> = match projection {
@@ -466,9 +499,12 @@ impl TableProvider for IcebergTableProvider {
             None => (0..full_schema.fields().len()).collect(),
         };
         let projected_schema = Arc::new(full_schema.project(&requested)?);
-        let statistics = self
-            .exact_statistics(&plan, filters, limit, &requested)
-            .await?;
+        let statistics = if statistics {
+            self.exact_statistics(&plan, filters, limit, &requested)
+                .await?
+        } else {
+            None
+        };
         // The table columns to read; a positional scan's own two columns come after them.
         let table_columns = self.arrow_schema.fields().len();
         let projection: Vec<usize> = requested

@@ -65,7 +65,7 @@ impl IcebergCatalogProvider {
 
 /// Runs a catalog future from DataFusion's synchronous listing calls (`None` if no runtime
 /// could run it).
-fn wait<F>(future: F) -> Option<F::Output>
+pub(crate) fn wait<F>(future: F) -> Option<F::Output>
 where
     F: Future + Send,
     F::Output: Send,

@@ -24,6 +24,7 @@ use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 
 pub use self::datafusion::{IcebergCatalogProvider, IcebergSchemaProvider};
+pub(crate) use self::datafusion::wait;
 pub use filesystem::FileSystemCatalog;
 pub use metadata_file::{
     MetadataCache, ParsedMetadata, metadata_file_version, read_table_metadata,

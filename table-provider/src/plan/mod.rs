@@ -15,6 +15,7 @@
 //! ```
 
 mod bin_pack;
+mod changes;
 mod evaluator;
 mod manifest_cache;
 mod partition;
@@ -22,6 +23,7 @@ mod planner;
 mod predicate;
 mod task;
 
+pub use changes::ChangePlan;
 pub use manifest_cache::{DEFAULT_MANIFEST_CACHE_BYTES, ManifestCache};
 pub use planner::{
     DEFAULT_SPLIT_SIZE, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, data_file_might_match,

@@ -432,3 +432,23 @@ fn split_file(
         deletes,
     });
 }
+
+/// Whether column metrics allow `file` to hold rows matching `filter` (change planning).
+pub(super) fn data_file_metrics_might_match(filter: &Predicate, file: &DataFile) -> bool {
+    let mut keys = Vec::new();
+    filter.keys(&mut keys);
+    keys.sort_unstable();
+    keys.dedup();
+    metrics_might_match(filter, &keys, file)
+}
+
+/// [`split_file`] at `file`'s own split offsets (change planning).
+pub(super) fn split_file_tasks(
+    data: DataFileRef,
+    file: &DataFile,
+    split_size: u64,
+    deletes: Vec<crate::plan::DeleteFileRef>,
+    out: &mut Vec<ScanTask>,
+) {
+    split_file(data, file.split_offsets(), split_size, deletes, out);
+}

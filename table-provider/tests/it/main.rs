@@ -32,5 +32,6 @@ mod rewrite;
 mod row_level_concurrency;
 mod row_lineage;
 mod spark_tables;
+mod table_changes;
 mod update;
 mod upsert;

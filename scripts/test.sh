@@ -11,7 +11,8 @@
 #      the Flight SQL server driven by the real binary);
 #   4. runs the Python client tests (real ADBC driver, pyarrow.flight, the CLI) against the
 #      `petrel` binary step 3 built;
-#   5. removes the run's directory: the temp directory keeps nothing of the run (TMPDIR points
+#   5. stops the run's PostgreSQL (started before step 3 for the SQL catalog's tests) and
+#      removes the run's directory: the temp directory keeps nothing of the run (TMPDIR points
 #      inside it while the tests run).
 # Extra arguments go to nextest. Exits non-zero if either runner failed.
 set -euo pipefail
@@ -57,6 +58,14 @@ paths="$(bash scripts/test-data.sh "${datasets[@]}")"
 PETREL_CORPUS="$(head -n 1 <<<"$paths")"
 export PETREL_CORPUS
 echo "test data ready in $((SECONDS - started)) s: ${datasets[*]}" >&2
+
+# One PostgreSQL 15 for the run (the SQL catalog's PostgreSQL tests; scripts/start-postgres.sh
+# installs it if missing), stopped when the run ends.
+pg_dir="$(mktemp -d /tmp/petrel-pg.XXXXXX)"
+pg_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+trap 'bash scripts/start-postgres.sh --stop "$pg_dir" 2>/dev/null || true; rm -rf "$pg_dir" "$run_dir"' EXIT
+PETREL_TEST_POSTGRES_URI="$(bash scripts/start-postgres.sh "$pg_dir" "$pg_port")"
+export PETREL_TEST_POSTGRES_URI
 
 status=0
 cargo nextest run --workspace --no-fail-fast "$@" || status=$?

@@ -33,6 +33,13 @@
 //! path = "/data/lake/catalog.db"
 //! catalog_name = "default"     # the catalog_name column in the database
 //!
+//! [[catalog]]
+//! name = "pg"
+//! type = "sql"                 # the same SQL catalog on PostgreSQL
+//! uri = "postgresql://petrel:secret@db.example.com:5432/iceberg"
+//! catalog_name = "default"
+//! warehouse = "/data/pg-lake"
+//!
 //! [[user]]
 //! name = "alice"
 //! password_hash = "$argon2id$v=19$..."   # `petrel hash-password`
@@ -306,12 +313,18 @@ pub enum CatalogConfig {
         #[serde(default)]
         storage: BTreeMap<String, String>,
     },
-    /// A SQL catalog (PyIceberg `SqlCatalog`, Iceberg `JdbcCatalog`) in a SQLite file.
+    /// A SQL catalog (PyIceberg `SqlCatalog`, Iceberg `JdbcCatalog`) in a SQLite file or a
+    /// PostgreSQL database: exactly one of `path` and `uri`.
     Sql {
         /// Name in SQL.
         name: String,
         /// The SQLite database file.
-        path: PathBuf,
+        #[serde(default)]
+        path: Option<PathBuf>,
+        /// The PostgreSQL database: `postgresql://user:password@host:port/db` (parameters
+        /// such as `?connect_timeout=5` as libpq takes them; no TLS).
+        #[serde(default)]
+        uri: Option<String>,
         /// The `catalog_name` column value in the database (default: `name`).
         catalog_name: Option<String>,
         /// Where `CREATE TABLE` puts new tables of namespaces without a `location` property:
@@ -516,6 +529,13 @@ slow_query_ms = 5000
 # path = "/data/lake/catalog.db"
 # catalog_name = "default"     # its catalog_name column (default: name)
 # warehouse = "/data/lake"     # where CREATE TABLE puts new tables (default: none; use LOCATION)
+#
+# [[catalog]]
+# name = "pg"
+# type = "sql"                 # the same SQL catalog on PostgreSQL: `uri` instead of `path`
+# uri = "postgresql://petrel:secret@db.example.com:5432/iceberg"  # ?connect_timeout=10 (s)
+# catalog_name = "default"
+# warehouse = "/data/pg-lake"
 
 # Users (none: authentication is off). `petrel hash-password` prints a hash. `--user
 # NAME:HASH` (PETREL_USERS, space-separated) adds or replaces one.
@@ -786,5 +806,30 @@ password_hash = "$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA"
         assert_eq!(cfg.catalogs.len(), 2);
         assert_eq!(cfg.catalogs[0].name(), "iceberg");
         assert_eq!(cfg.users[0].name, "alice");
+    }
+
+    #[test]
+    fn sql_catalog_on_postgres_takes_a_uri() {
+        let file: FileConfig = toml::from_str(
+            r#"
+[[catalog]]
+name = "pg"
+type = "sql"
+uri = "postgresql://petrel:pw@127.0.0.1:5432/lake"
+catalog_name = "default"
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            file.catalogs,
+            vec![CatalogConfig::Sql {
+                name: "pg".into(),
+                path: None,
+                uri: Some("postgresql://petrel:pw@127.0.0.1:5432/lake".into()),
+                catalog_name: Some("default".into()),
+                warehouse: None,
+                storage: BTreeMap::new(),
+            }]
+        );
     }
 }

@@ -79,7 +79,8 @@ pub async fn ensure_embedded(dir: &Path) -> Result<CatalogConfig, String> {
     // New tables (CREATE TABLE) go beside the demo: <dir>/<namespace>/<table>.
     let config = CatalogConfig::Sql {
         name: DEMO_CATALOG.into(),
-        path: db.clone(),
+        path: Some(db.clone()),
+        uri: None,
         catalog_name: Some(DEMO_CATALOG.into()),
         warehouse: Some(warehouse.clone()),
         storage: Default::default(),

@@ -57,16 +57,23 @@ pub async fn open_catalog(cfg: &CatalogConfig) -> Result<Arc<dyn Catalog>, Strin
         CatalogConfig::Sql {
             name,
             path,
+            uri,
             catalog_name,
             warehouse,
             storage,
         } => {
             let stores = store_registry(name, storage)?;
-            let mut c = SqlCatalog::open_sqlite_with_stores(
-                path,
-                catalog_name.as_deref().unwrap_or(name),
-                stores,
-            )
+            let rows = catalog_name.as_deref().unwrap_or(name);
+            let mut c = match (path, uri) {
+                (Some(path), None) => SqlCatalog::open_sqlite_with_stores(path, rows, stores),
+                (None, Some(uri)) => SqlCatalog::connect_postgres(uri, rows, stores).await,
+                _ => {
+                    return Err(format!(
+                        "catalog {name}: a sql catalog needs exactly one of `path` (SQLite) \
+                         and `uri` (PostgreSQL)"
+                    ));
+                }
+            }
             .map_err(|e| format!("catalog {name}: {e}"))?;
             if let Some(warehouse) = warehouse {
                 c = c

@@ -17,6 +17,7 @@ mod hardening_tickets;
 mod lifecycle;
 mod malformed_uploads;
 mod operate;
+mod postgres_catalog;
 mod sql_info;
 mod sql_policy;
 mod writes;

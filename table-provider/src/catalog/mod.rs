@@ -7,7 +7,8 @@
 //! Implementations:
 //!
 //! - [`FileSystemCatalog`]: a warehouse directory in Iceberg's Hadoop layout.
-//! - [`SqlCatalog`]: PyIceberg's `SqlCatalog` / Iceberg Java's `JdbcCatalog` tables on SQLite.
+//! - [`SqlCatalog`]: PyIceberg's `SqlCatalog` / Iceberg Java's `JdbcCatalog` tables on SQLite or
+//!   PostgreSQL.
 //!
 //! [`IcebergCatalogProvider`] exposes any catalog to DataFusion as `<catalog>.<namespace>.<table>`.
 

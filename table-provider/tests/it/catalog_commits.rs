@@ -1,7 +1,7 @@
-//! Catalog writes on both catalogs: namespaces, CREATE / DROP TABLE, and commits with
-//! optimistic concurrency (exactly one of several commits from one base wins; the losers leave
-//! no metadata file behind). The SQL catalog's commits are read back by PyIceberg, and
-//! PyIceberg's commits by Petrel.
+//! Catalog writes on both catalogs (the SQL catalog on SQLite and on PostgreSQL): namespaces,
+//! CREATE / DROP TABLE, and commits with optimistic concurrency (exactly one of several commits
+//! from one base wins; the losers leave no metadata file behind). The SQL catalog's commits are
+//! read back by PyIceberg, and PyIceberg's commits by Petrel.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -316,6 +316,26 @@ async fn sql_catalog_creates_commits_and_drops() {
             .expect("location"),
         format!("file://{}/a.b/t", warehouse.display())
     );
+    lifecycle(Arc::new(catalog), false).await;
+}
+
+/// The same on PostgreSQL (`scripts/start-postgres.sh`): the race of eight commits is
+/// arbitrated by the row's compare-and-set in a PostgreSQL transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_sql_catalog_creates_commits_and_drops() {
+    let pg = crate::common::postgres::Postgres::start();
+    let dir = TempDir::new().expect("tempdir");
+    let warehouse = dir.path().join("warehouse");
+    let name = crate::common::postgres::unique_catalog_name("lifecycle");
+    let catalog = SqlCatalog::connect_postgres(
+        &pg.uri,
+        &name,
+        petrel_table_provider::io::StoreRegistry::default(),
+    )
+    .await
+    .expect("catalog")
+    .with_warehouse(warehouse.to_str().expect("utf8"))
+    .expect("warehouse");
     lifecycle(Arc::new(catalog), false).await;
 }
 

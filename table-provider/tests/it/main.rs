@@ -26,6 +26,7 @@ mod nested_insert;
 mod object_store_s3;
 mod overwrite;
 mod positional_scan;
+mod postgres_catalog;
 mod procedures;
 mod pyiceberg_tables;
 mod rewrite;

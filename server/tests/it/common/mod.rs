@@ -3,6 +3,10 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+/// The PostgreSQL test server helper, shared with the table-provider tests.
+#[path = "../../../../table-provider/tests/it/common/postgres.rs"]
+pub mod postgres;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};

@@ -4,6 +4,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod moto;
+pub mod postgres;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};

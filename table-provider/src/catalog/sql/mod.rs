@@ -1,23 +1,29 @@
-//! A SQL catalog on SQLite, compatible with PyIceberg's `SqlCatalog` and Iceberg Java's
-//! `JdbcCatalog`: tables `iceberg_tables` and `iceberg_namespace_properties`, namespaces
-//! stored dotted (`a.b`), rows scoped by `catalog_name`.
-//!
-//! SQLite calls are blocking; they run on tokio's blocking pool.
+//! The SQL catalog, compatible with PyIceberg's `SqlCatalog` and Iceberg Java's `JdbcCatalog`:
+//! tables `iceberg_tables` and `iceberg_namespace_properties`, namespaces stored dotted
+//! (`a.b`), rows scoped by `catalog_name`; on SQLite ([`sqlite`]) or PostgreSQL
+//! ([`postgres`]). This file holds the catalog's logic and all its SQL; a backend
+//! ([`backend::SqlBackend`]) only runs statements.
 //!
 //! Commits follow Iceberg Java's `JdbcTableOperations` (and PyIceberg): a new metadata file
-//! `metadata/{N+1:05}-<uuid>.metadata.json`, then a compare-and-set of the table's row
-//! (`UPDATE … SET metadata_location = new WHERE … AND metadata_location = old`): no row updated
-//! is a conflict (the new file is deleted), an error of the UPDATE itself leaves the outcome
-//! unknown.
+//! `metadata/{N+1:05}-<uuid>.metadata.json`, then a compare-and-set of the table's row in a
+//! transaction (`UPDATE … SET metadata_location = new WHERE … AND metadata_location = old`):
+//! no row updated is a conflict (the new file is deleted), an error of the UPDATE or its
+//! COMMIT leaves the outcome unknown.
+
+mod backend;
+mod postgres;
+mod sqlite;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 use object_store::path::Path;
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
+use self::backend::{CREATE_TABLES, PROBE_TYPE_COLUMN, Param, Row, SqlBackend, Updated};
+use self::postgres::PostgresBackend;
+use self::sqlite::SqliteBackend;
 use super::metadata_file::{MetadataCache, encode_table_metadata, metadata_file_version};
 use super::writes::{
     delete_quietly, delete_tree, file_name_of, loaded_table, metadata_dir_location, put_new,
@@ -46,6 +52,16 @@ fn sequential_version(file_name: &str) -> Option<i64> {
     metadata_file_version(file_name)
 }
 
+/// A text parameter.
+fn text(value: &str) -> Param {
+    Some(value.to_string())
+}
+
+/// Column `i` of a row (NULL and a missing column alike: `None`).
+fn column(row: &Row, i: usize) -> Option<String> {
+    row.get(i).cloned().flatten()
+}
+
 /// The location map of a table whose metadata file is at `metadata_location`: a table whose
 /// files moved with its metadata (`<root>/metadata/<file>`) is read under `<root>`.
 fn location_map(metadata_location: &str, metadata: &TableMetadata) -> LocationMap {
@@ -59,30 +75,13 @@ fn location_map(metadata_location: &str, metadata: &TableMetadata) -> LocationMa
     }
 }
 
-const CREATE_TABLES: &str = "
-CREATE TABLE IF NOT EXISTS iceberg_tables (
-    catalog_name VARCHAR(255) NOT NULL,
-    table_namespace VARCHAR(255) NOT NULL,
-    table_name VARCHAR(255) NOT NULL,
-    metadata_location VARCHAR(1000),
-    previous_metadata_location VARCHAR(1000),
-    PRIMARY KEY (catalog_name, table_namespace, table_name)
-);
-CREATE TABLE IF NOT EXISTS iceberg_namespace_properties (
-    catalog_name VARCHAR(255) NOT NULL,
-    namespace VARCHAR(255) NOT NULL,
-    property_key VARCHAR(255) NOT NULL,
-    property_value VARCHAR(1000),
-    PRIMARY KEY (catalog_name, namespace, property_key)
-);";
-
-/// An Iceberg SQL catalog stored in a SQLite database.
+/// An Iceberg SQL catalog stored in a SQLite or PostgreSQL database.
 #[derive(Debug, Clone)]
 pub struct SqlCatalog {
     name: String,
-    db_path: PathBuf,
-    conn: Arc<Mutex<Connection>>,
-    /// Java's JdbcCatalog (schema V1) has an `iceberg_type` column (TABLE / VIEW).
+    backend: Arc<dyn SqlBackend>,
+    /// Java's JdbcCatalog V1 and PyIceberg's "v1" schema have an `iceberg_type` column
+    /// (TABLE / VIEW).
     has_type_column: bool,
     /// Where new tables go by default (normalised), if configured.
     warehouse: Option<String>,
@@ -104,27 +103,71 @@ impl SqlCatalog {
         stores: StoreRegistry,
     ) -> Result<Self> {
         let db_path = db_path.into();
-        let db_err = |e: rusqlite::Error| Error::CatalogDatabase {
-            path: db_path.display().to_string(),
-            message: e.to_string(),
+        let (backend, has_type_column) =
+            SqliteBackend::open(&db_path).map_err(|message| Error::CatalogDatabase {
+                path: format!("{} of catalog {catalog_name}", db_path.display()),
+                message,
+            })?;
+        Ok(Self::with_backend(
+            Arc::new(backend),
+            has_type_column,
+            catalog_name,
+            stores,
+        ))
+    }
+
+    /// Connects to the PostgreSQL catalog database at `uri`
+    /// (`postgresql://user:password@host:port/db`), creating the catalog's tables if missing
+    /// (as PyIceberg does); `catalog_name` selects this catalog's rows. Errors name the
+    /// catalog and the server, never the password; an unreachable server fails within the
+    /// connect timeout (URI parameter `connect_timeout`, default 10 s).
+    pub async fn connect_postgres(
+        uri: &str,
+        catalog_name: &str,
+        stores: StoreRegistry,
+    ) -> Result<Self> {
+        let backend = PostgresBackend::new(uri).map_err(|message| Error::CatalogDatabase {
+            path: format!("PostgreSQL of catalog {catalog_name}"),
+            message,
+        })?;
+        let db_error = |message: String| Error::CatalogDatabase {
+            path: format!("{} of catalog {catalog_name}", backend.describe()),
+            message,
         };
-        let conn = Connection::open(&db_path).map_err(db_err)?;
-        conn.execute_batch(CREATE_TABLES).map_err(db_err)?;
-        let has_type_column = conn
-            .prepare(
-                "SELECT 1 FROM pragma_table_info('iceberg_tables') WHERE name = 'iceberg_type'",
-            )
-            .and_then(|mut s| s.exists([]))
-            .map_err(db_err)?;
-        Ok(Self {
+        // Two servers creating the tables at once can collide in PostgreSQL's catalog
+        // (`CREATE TABLE IF NOT EXISTS` is not atomic there): the second try sees them.
+        if let Err(first) = backend.execute_batch(CREATE_TABLES).await {
+            if first.starts_with("cannot connect") {
+                return Err(db_error(first));
+            }
+            backend
+                .execute_batch(CREATE_TABLES)
+                .await
+                .map_err(|e| db_error(format!("creating the catalog tables: {e}")))?;
+        }
+        let has_type_column = backend.query(PROBE_TYPE_COLUMN, &[]).await.is_ok();
+        Ok(Self::with_backend(
+            Arc::new(backend),
+            has_type_column,
+            catalog_name,
+            stores,
+        ))
+    }
+
+    fn with_backend(
+        backend: Arc<dyn SqlBackend>,
+        has_type_column: bool,
+        catalog_name: &str,
+        stores: StoreRegistry,
+    ) -> Self {
+        Self {
             name: catalog_name.to_string(),
-            db_path,
-            conn: Arc::new(Mutex::new(conn)),
+            backend,
             has_type_column,
             warehouse: None,
             stores,
             metadata_cache: MetadataCache::default(),
-        })
+        }
     }
 
     /// This catalog with a warehouse (a local directory or a URL): new tables of namespaces
@@ -140,43 +183,38 @@ impl SqlCatalog {
         &self.name
     }
 
-    /// Runs a blocking database call on the blocking pool.
-    async fn with_conn<T, F>(&self, f: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection, &str) -> rusqlite::Result<T> + Send + 'static,
-    {
-        let path = self.db_path.display().to_string();
-        self.with_conn_task(f)
-            .await
-            .map_err(|message| Error::CatalogDatabase {
-                path,
-                message: format!("catalog task failed: {message}"),
-            })?
+    /// A database error, naming the database and this catalog.
+    fn db_error(&self, message: String) -> Error {
+        Error::CatalogDatabase {
+            path: format!("{} of catalog {}", self.backend.describe(), self.name),
+            message,
+        }
     }
 
-    /// As [`SqlCatalog::with_conn`], telling apart a task that failed (the outer error: it may
-    /// have run `f` in part or whole) from an error `f` returned.
-    async fn with_conn_task<T, F>(&self, f: F) -> std::result::Result<Result<T>, String>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection, &str) -> rusqlite::Result<T> + Send + 'static,
-    {
-        let conn = Arc::clone(&self.conn);
-        let name = self.name.clone();
-        let path = self.db_path.display().to_string();
-        tokio::task::spawn_blocking(move || {
-            let guard = conn.lock().map_err(|_| Error::CatalogDatabase {
-                path: path.clone(),
-                message: "connection poisoned by an earlier panic".into(),
-            })?;
-            f(&guard, &name).map_err(|e| Error::CatalogDatabase {
-                path,
-                message: e.to_string(),
-            })
-        })
-        .await
-        .map_err(|e| e.to_string())
+    /// Runs a query; `$1` is this catalog's name, `params` are `$2`, `$3`, ….
+    async fn query(&self, sql: &str, params: &[Param]) -> Result<Vec<Row>> {
+        let all = self.with_catalog(params);
+        self.backend
+            .query(sql, &all)
+            .await
+            .map_err(|e| self.db_error(e))
+    }
+
+    /// Runs a statement (parameters as [`SqlCatalog::query`]); the rows it changed.
+    async fn execute(&self, sql: &str, params: &[Param]) -> Result<u64> {
+        let all = self.with_catalog(params);
+        self.backend
+            .execute(sql, &all)
+            .await
+            .map_err(|e| self.db_error(e))
+    }
+
+    /// This catalog's name followed by `params`.
+    fn with_catalog(&self, params: &[Param]) -> Vec<Param> {
+        let mut all = Vec::with_capacity(params.len() + 1);
+        all.push(text(&self.name));
+        all.extend_from_slice(params);
+        all
     }
 
     /// The SQL condition selecting tables (not views) when the schema knows the difference.
@@ -190,34 +228,26 @@ impl SqlCatalog {
 
     /// A namespace's property, if set.
     async fn namespace_property(&self, namespace: &Namespace, key: &str) -> Result<Option<String>> {
-        let dotted = namespace.dotted();
-        let key = key.to_string();
-        let value: Option<Option<String>> = self
-            .with_conn(move |conn, catalog| {
-                conn.query_row(
-                    "SELECT property_value FROM iceberg_namespace_properties \
-                     WHERE catalog_name = ?1 AND namespace = ?2 AND property_key = ?3",
-                    params![catalog, dotted, key],
-                    |row| row.get::<_, Option<String>>(0),
-                )
-                .optional()
-            })
+        let rows = self
+            .query(
+                "SELECT property_value FROM iceberg_namespace_properties \
+                 WHERE catalog_name = $1 AND namespace = $2 AND property_key = $3",
+                &[text(&namespace.dotted()), text(key)],
+            )
             .await?;
-        Ok(value.flatten())
+        Ok(rows.first().and_then(|row| column(row, 0)))
     }
 
     /// Whether the table (or a view of that name) has a row.
     async fn table_row_exists(&self, ident: &TableIdent) -> Result<bool> {
-        let dotted = ident.namespace.dotted();
-        let name = ident.name.clone();
-        self.with_conn(move |conn, catalog| {
-            conn.prepare(
-                "SELECT 1 FROM iceberg_tables \
-                 WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
-            )?
-            .exists(params![catalog, dotted, name])
-        })
-        .await
+        let rows = self
+            .query(
+                "SELECT table_name FROM iceberg_tables \
+                 WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3",
+                &[text(&ident.namespace.dotted()), text(&ident.name)],
+            )
+            .await?;
+        Ok(!rows.is_empty())
     }
 
     /// The store and object path of a location this catalog writes, where its bytes are.
@@ -232,18 +262,24 @@ impl SqlCatalog {
 
     /// Records an existing table (its metadata file) in the catalog.
     pub async fn register_table(&self, ident: &TableIdent, metadata_location: &str) -> Result<()> {
-        let namespace = ident.namespace.dotted();
-        let table = ident.name.clone();
-        let location = metadata_location.to_string();
+        let sql = if self.has_type_column {
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, \
+             metadata_location, previous_metadata_location, iceberg_type) \
+             VALUES ($1, $2, $3, $4, NULL, 'TABLE') ON CONFLICT DO NOTHING"
+        } else {
+            "INSERT INTO iceberg_tables (catalog_name, table_namespace, table_name, \
+             metadata_location, previous_metadata_location) \
+             VALUES ($1, $2, $3, $4, NULL) ON CONFLICT DO NOTHING"
+        };
         let inserted = self
-            .with_conn(move |conn, catalog| {
-                conn.execute(
-                    "INSERT OR IGNORE INTO iceberg_tables \
-                     (catalog_name, table_namespace, table_name, metadata_location, previous_metadata_location) \
-                     VALUES (?1, ?2, ?3, ?4, NULL)",
-                    params![catalog, namespace, table, location],
-                )
-            })
+            .execute(
+                sql,
+                &[
+                    text(&ident.namespace.dotted()),
+                    text(&ident.name),
+                    text(metadata_location),
+                ],
+            )
             .await?;
         if inserted == 0 {
             return Err(Error::AlreadyExists(format!(
@@ -264,18 +300,18 @@ impl SqlCatalog {
 #[async_trait]
 impl Catalog for SqlCatalog {
     async fn list_namespaces(&self) -> Result<Vec<Namespace>> {
-        let names = self
-            .with_conn(|conn, catalog| {
-                let mut stmt = conn.prepare(
-                    "SELECT table_namespace FROM iceberg_tables WHERE catalog_name = ?1 \
-                     UNION SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = ?1",
-                )?;
-                let rows = stmt.query_map([catalog], |row| row.get::<_, String>(0))?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()
-            })
+        let rows = self
+            .query(
+                "SELECT table_namespace FROM iceberg_tables WHERE catalog_name = $1 \
+                 UNION SELECT namespace FROM iceberg_namespace_properties WHERE catalog_name = $1",
+                &[],
+            )
             .await?;
-        let mut namespaces: Vec<Namespace> =
-            names.iter().map(|n| Namespace::from_dotted(n)).collect();
+        let mut namespaces: Vec<Namespace> = rows
+            .iter()
+            .filter_map(|row| column(row, 0))
+            .map(|n| Namespace::from_dotted(&n))
+            .collect();
         // Parents of nested namespaces are namespaces too.
         let mut parents = Vec::new();
         for ns in &namespaces {
@@ -290,43 +326,28 @@ impl Catalog for SqlCatalog {
     }
 
     async fn list_tables(&self, namespace: &Namespace) -> Result<Vec<TableIdent>> {
-        let dotted = namespace.dotted();
-        let only_tables = self.has_type_column;
-        let names = self
-            .with_conn(move |conn, catalog| {
-                let sql = if only_tables {
-                    "SELECT table_name FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2 \
-                     AND (iceberg_type IS NULL OR iceberg_type = 'TABLE') ORDER BY table_name"
-                } else {
-                    "SELECT table_name FROM iceberg_tables WHERE catalog_name = ?1 AND table_namespace = ?2 \
-                     ORDER BY table_name"
-                };
-                let mut stmt = conn.prepare(sql)?;
-                let rows = stmt.query_map(params![catalog, dotted], |row| row.get::<_, String>(0))?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .await?;
-        Ok(names
-            .into_iter()
+        let sql = format!(
+            "SELECT table_name FROM iceberg_tables WHERE catalog_name = $1 AND table_namespace = $2{} \
+             ORDER BY table_name",
+            self.table_filter()
+        );
+        let rows = self.query(&sql, &[text(&namespace.dotted())]).await?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| column(row, 0))
             .map(|n| TableIdent::new(namespace.clone(), n))
             .collect())
     }
 
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable> {
-        let dotted = ident.namespace.dotted();
-        let name = ident.name.clone();
-        let location: Option<Option<String>> = self
-            .with_conn(move |conn, catalog| {
-                conn.query_row(
-                    "SELECT metadata_location FROM iceberg_tables \
-                     WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3",
-                    params![catalog, dotted, name],
-                    |row| row.get::<_, Option<String>>(0),
-                )
-                .optional()
-            })
+        let rows = self
+            .query(
+                "SELECT metadata_location FROM iceberg_tables \
+                 WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3",
+                &[text(&ident.namespace.dotted()), text(&ident.name)],
+            )
             .await?;
-        let Some(Some(metadata_location)) = location else {
+        let Some(metadata_location) = rows.first().and_then(|row| column(row, 0)) else {
             return Err(Error::NotFound(format!(
                 "table {ident} does not exist in catalog {}",
                 self.name
@@ -367,16 +388,13 @@ impl Catalog for SqlCatalog {
             )));
         }
         // What PyIceberg writes for a namespace without properties.
-        let dotted = namespace.dotted();
         let inserted = self
-            .with_conn(move |conn, catalog| {
-                conn.execute(
-                    "INSERT OR IGNORE INTO iceberg_namespace_properties \
-                     (catalog_name, namespace, property_key, property_value) \
-                     VALUES (?1, ?2, 'exists', 'true')",
-                    params![catalog, dotted],
-                )
-            })
+            .execute(
+                "INSERT INTO iceberg_namespace_properties \
+                 (catalog_name, namespace, property_key, property_value) \
+                 VALUES ($1, $2, 'exists', 'true') ON CONFLICT DO NOTHING",
+                &[text(&namespace.dotted())],
+            )
             .await?;
         if inserted == 0 && !if_not_exists {
             return Err(Error::AlreadyExists(format!(
@@ -394,29 +412,22 @@ impl Catalog for SqlCatalog {
                 self.name
             )));
         }
-        let dotted = namespace.dotted();
-        let has_type = self.has_type_column;
-        let rows: Vec<(String, Option<String>)> = self
-            .with_conn(move |conn, catalog| {
-                let sql = if has_type {
-                    "SELECT table_name, iceberg_type FROM iceberg_tables \
-                     WHERE catalog_name = ?1 AND table_namespace = ?2 ORDER BY table_name"
-                } else {
-                    "SELECT table_name, NULL FROM iceberg_tables \
-                     WHERE catalog_name = ?1 AND table_namespace = ?2 ORDER BY table_name"
-                };
-                let mut stmt = conn.prepare(sql)?;
-                let rows = stmt.query_map(params![catalog, dotted], |row| {
-                    Ok((row.get::<_, String>(0)?, row.get::<_, Option<String>>(1)?))
-                })?;
-                rows.collect()
-            })
-            .await?;
+        let sql = if self.has_type_column {
+            "SELECT table_name, iceberg_type FROM iceberg_tables \
+             WHERE catalog_name = $1 AND table_namespace = $2 ORDER BY table_name"
+        } else {
+            "SELECT table_name FROM iceberg_tables \
+             WHERE catalog_name = $1 AND table_namespace = $2 ORDER BY table_name"
+        };
+        let rows = self.query(sql, &[text(&namespace.dotted())]).await?;
         let mut remaining: Vec<String> = rows
-            .into_iter()
-            .map(|(name, kind)| match kind.as_deref() {
-                Some("VIEW") => format!("view {name}"),
-                _ => format!("table {name}"),
+            .iter()
+            .map(|row| {
+                let name = column(row, 0).unwrap_or_default();
+                match column(row, 1).as_deref() {
+                    Some("VIEW") => format!("view {name}"),
+                    _ => format!("table {name}"),
+                }
             })
             .collect();
         let depth = namespace.levels().len();
@@ -435,13 +446,10 @@ impl Catalog for SqlCatalog {
                 remaining: remaining.join(", "),
             });
         }
-        let dotted = namespace.dotted();
-        self.with_conn(move |conn, catalog| {
-            conn.execute(
-                "DELETE FROM iceberg_namespace_properties WHERE catalog_name = ?1 AND namespace = ?2",
-                params![catalog, dotted],
-            )
-        })
+        self.execute(
+            "DELETE FROM iceberg_namespace_properties WHERE catalog_name = $1 AND namespace = $2",
+            &[text(&namespace.dotted())],
+        )
         .await?;
         Ok(())
     }
@@ -500,26 +508,14 @@ impl Catalog for SqlCatalog {
         let metadata_location = io.locations().resolve(&logical);
         let (store, path) = self.resolve(&io, &logical)?;
         put_new(&store, &path, &bytes).await?;
-        let namespace = ident.namespace.dotted();
-        let name = ident.name.clone();
-        let location = metadata_location.clone();
-        let has_type = self.has_type_column;
-        let inserted = self
-            .with_conn(move |conn, catalog| {
-                let sql = if has_type {
-                    "INSERT OR IGNORE INTO iceberg_tables (catalog_name, table_namespace, table_name, \
-                     metadata_location, previous_metadata_location, iceberg_type) \
-                     VALUES (?1, ?2, ?3, ?4, NULL, 'TABLE')"
-                } else {
-                    "INSERT OR IGNORE INTO iceberg_tables (catalog_name, table_namespace, table_name, \
-                     metadata_location, previous_metadata_location) VALUES (?1, ?2, ?3, ?4, NULL)"
-                };
-                conn.execute(sql, params![catalog, namespace, name, location])
-            })
-            .await?;
-        if inserted == 0 {
-            delete_quietly(&store, &path).await;
-            return Err(exists());
+        // An error of the INSERT itself may hide a row naming the file: the file stays.
+        match self.register_table(ident, &metadata_location).await {
+            Ok(()) => {}
+            Err(Error::AlreadyExists(_)) => {
+                delete_quietly(&store, &path).await;
+                return Err(exists());
+            }
+            Err(e) => return Err(e),
         }
         let io = TableIo::new(
             self.stores.clone(),
@@ -534,20 +530,20 @@ impl Catalog for SqlCatalog {
         let purge_dir = if purge {
             let table = self.load_table(ident).await?;
             let location = table.io().locations().resolve(table.metadata().location());
-            let others: Vec<(String, String, String, Option<String>)> = self
-                .with_conn(|conn, _| {
-                    let mut stmt = conn.prepare(
-                        "SELECT catalog_name, table_namespace, table_name, metadata_location \
-                         FROM iceberg_tables",
-                    )?;
-                    let rows = stmt.query_map([], |row| {
-                        Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-                    })?;
-                    rows.collect()
-                })
-                .await?;
+            let others = self
+                .backend
+                .query(
+                    "SELECT catalog_name, table_namespace, table_name, metadata_location \
+                     FROM iceberg_tables",
+                    &[],
+                )
+                .await
+                .map_err(|e| self.db_error(e))?;
             let inside = format!("{location}/");
-            for (catalog, namespace, name, metadata_location) in others {
+            for row in others {
+                let [catalog, namespace, name] =
+                    [0, 1, 2].map(|i| column(&row, i).unwrap_or_default());
+                let metadata_location = column(&row, 3);
                 let this = catalog == self.name
                     && namespace == ident.namespace.dotted()
                     && name == ident.name;
@@ -566,19 +562,13 @@ impl Catalog for SqlCatalog {
         } else {
             None
         };
-        let namespace = ident.namespace.dotted();
-        let name = ident.name.clone();
-        let filter = self.table_filter();
+        let sql = format!(
+            "DELETE FROM iceberg_tables \
+             WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3{}",
+            self.table_filter()
+        );
         let deleted = self
-            .with_conn(move |conn, catalog| {
-                conn.execute(
-                    &format!(
-                        "DELETE FROM iceberg_tables \
-                         WHERE catalog_name = ?1 AND table_namespace = ?2 AND table_name = ?3{filter}"
-                    ),
-                    params![catalog, namespace, name],
-                )
-            })
+            .execute(&sql, &[text(&ident.namespace.dotted()), text(&ident.name)])
             .await?;
         if deleted == 0 {
             return Err(Error::NotFound(format!(
@@ -617,45 +607,33 @@ impl Catalog for SqlCatalog {
         let (store, path) = self.resolve(base.io(), &logical)?;
         put_new(&store, &path, &bytes).await?;
 
-        let namespace = ident.namespace.dotted();
-        let name = ident.name.clone();
-        let new_location = metadata_location.clone();
-        let old_location = base_location.clone();
-        let filter = self.table_filter();
-        let swap = self
-            .with_conn_task(move |conn, catalog| {
-                // Errors before the UPDATE (BEGIN) mean nothing happened: they come back as
-                // errors. Errors of the UPDATE or the COMMIT may hide a change: Unknown.
-                let tx = Transaction::new_unchecked(conn, TransactionBehavior::Immediate)?;
-                let sql = format!(
-                    "UPDATE iceberg_tables SET metadata_location = ?1, previous_metadata_location = ?2 \
-                     WHERE catalog_name = ?3 AND table_namespace = ?4 AND table_name = ?5 \
-                     AND metadata_location = ?2{filter}"
-                );
-                match tx.execute(
-                    &sql,
-                    params![new_location, old_location, catalog, namespace, name],
-                ) {
-                    Ok(0) => Ok(Swap::Conflict),
-                    Ok(1) => Ok(match tx.commit() {
-                        Ok(()) => Swap::Done,
-                        Err(e) => Swap::Unknown(format!("COMMIT failed: {e}")),
-                    }),
-                    // The primary key makes this impossible; rolled back.
-                    Ok(_) => Err(rusqlite::Error::QueryReturnedMoreThanOneRow),
-                    Err(e) => Ok(Swap::Unknown(format!("UPDATE failed: {e}"))),
-                }
-            })
-            .await;
+        let sql = format!(
+            "UPDATE iceberg_tables SET metadata_location = $4, previous_metadata_location = $5 \
+             WHERE catalog_name = $1 AND table_namespace = $2 AND table_name = $3 \
+             AND metadata_location = $5{}",
+            self.table_filter()
+        );
+        let params = self.with_catalog(&[
+            text(&ident.namespace.dotted()),
+            text(&ident.name),
+            text(&metadata_location),
+            text(&base_location),
+        ]);
+        let swap = match self.backend.update_in_transaction(&sql, &params).await {
+            Ok(Updated::Rows(0)) => Ok(Swap::Conflict),
+            Ok(Updated::Rows(_)) => Ok(Swap::Done),
+            Ok(Updated::Unknown(message)) => Ok(Swap::Unknown(message)),
+            Err(message) => Err(self.db_error(message)),
+        };
         match swap {
-            Ok(Ok(Swap::Done)) => {
+            Ok(Swap::Done) => {
                 let io = TableIo::new(
                     self.stores.clone(),
                     location_map(&metadata_location, &metadata),
                 );
                 loaded_table(ident, metadata_location, &bytes, io, &self.metadata_cache)
             }
-            Ok(Ok(Swap::Conflict)) => {
+            Ok(Swap::Conflict) => {
                 delete_quietly(&store, &path).await;
                 Err(Error::CommitConflict {
                     table,
@@ -665,18 +643,14 @@ impl Catalog for SqlCatalog {
                     ),
                 })
             }
-            Ok(Ok(Swap::Unknown(message))) => Err(Error::CommitStateUnknown {
+            Ok(Swap::Unknown(message)) => Err(Error::CommitStateUnknown {
                 table,
                 message: format!("swapping in {metadata_location}: {message}"),
             }),
-            Ok(Err(e)) => {
+            Err(e) => {
                 delete_quietly(&store, &path).await;
                 Err(e)
             }
-            Err(task) => Err(Error::CommitStateUnknown {
-                table,
-                message: format!("swapping in {metadata_location}: catalog task failed: {task}"),
-            }),
         }
     }
 }

@@ -768,7 +768,7 @@ mod tests {
             .map(|l| format!("{l}\n"))
             .collect();
         let file: FileConfig = toml::from_str(&uncommented).unwrap();
-        assert_eq!(file.catalogs.len(), 2);
+        assert_eq!(file.catalogs.len(), 3);
         assert_eq!(file.users.len(), 1);
         assert!(file.tls.is_some_and(|t| t.client_ca.is_some()));
         assert!(file.default_catalog.is_some() && file.target_partitions.is_some());

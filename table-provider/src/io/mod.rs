@@ -34,8 +34,11 @@ use request_counts::CountingStore;
 pub struct StoreRegistry {
     local: Arc<dyn ObjectStore>,
     config: Arc<StoreConfig>,
-    buckets: Arc<Mutex<HashMap<(StoreKind, String), Arc<dyn ObjectStore>>>>,
+    buckets: Arc<Mutex<BucketStores>>,
 }
+
+/// The stores built so far, by store kind and bucket.
+type BucketStores = HashMap<(StoreKind, String), Arc<dyn ObjectStore>>;
 
 impl fmt::Debug for StoreRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -186,7 +186,7 @@ impl StoreConfig {
                         REQUEST_TIMEOUT,
                     );
                 for (key, value) in &self.s3 {
-                    builder = builder.with_config(key.clone(), value);
+                    builder = builder.with_config(*key, value);
                 }
                 // An endpoint named as `http://...` (AWS_ENDPOINT_URL, s3.endpoint: a local
                 // S3 server) is plain HTTP without AWS_ALLOW_HTTP / s3.allow-http too.
@@ -210,7 +210,7 @@ impl StoreConfig {
                         REQUEST_TIMEOUT,
                     );
                 for (key, value) in &self.gcs {
-                    builder = builder.with_config(key.clone(), value);
+                    builder = builder.with_config(*key, value);
                 }
                 Arc::new(builder.with_retry(retry).build().map_err(failed)?)
             }
@@ -235,7 +235,7 @@ impl StoreConfig {
                         REQUEST_TIMEOUT,
                     );
                 for (key, value) in &self.azure {
-                    builder = builder.with_config(key.clone(), value);
+                    builder = builder.with_config(*key, value);
                 }
                 Arc::new(builder.with_retry(retry).build().map_err(failed)?)
             }

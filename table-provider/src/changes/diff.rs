@@ -23,7 +23,8 @@ use datafusion::common::{DataFusionError, Result as DFResult};
 use super::columns::{ChangeType, with_change_columns};
 
 /// The change rows of one snapshot (see the module docs). `before` and `after` are positional
-/// scan batches (table columns, file path, position) with `table_schema`'s columns first.
+/// scan batches (table columns, file path, position) with `table_schema`'s columns first; the
+/// rows carry the snapshot's `(ordinal, snapshot id)`.
 pub(crate) fn diff_snapshot(
     table_schema: &SchemaRef,
     output_schema: &SchemaRef,
@@ -31,8 +32,7 @@ pub(crate) fn diff_snapshot(
     after: &[RecordBatch],
     shared_files: &HashSet<String>,
     identifier_columns: &[usize],
-    ordinal: i32,
-    snapshot_id: i64,
+    (ordinal, snapshot_id): (i32, i64),
 ) -> DFResult<Option<RecordBatch>> {
     let columns = table_schema.fields().len();
     let (Some(first_before), Some(first_after)) = (before.first(), after.first()) else {

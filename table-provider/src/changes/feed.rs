@@ -254,8 +254,7 @@ impl Run<'_> {
                 &after,
                 &plan.shared_files,
                 &feed.identifier_columns,
-                ordinal,
-                id,
+                (ordinal, id),
             )?,
             _ => {
                 let (batches, change) = if before.is_empty() {

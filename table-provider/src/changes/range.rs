@@ -9,6 +9,8 @@
 //!
 //! `replace` snapshots (compaction) are in the range but change no row; the caller skips them.
 
+use std::sync::Arc;
+
 use iceberg::spec::SnapshotRef;
 
 use crate::catalog::LoadedTable;
@@ -34,7 +36,7 @@ pub fn snapshots_in_range(
     let ident = table.ident();
     let end = match end {
         None => match metadata.current_snapshot() {
-            Some(s) => s.clone(),
+            Some(s) => Arc::clone(s),
             None => return Ok(Vec::new()),
         },
         Some(ChangeBound::SnapshotId(id)) => {
@@ -117,13 +119,13 @@ fn rolled_back(table: &LoadedTable, id: i64) -> Error {
 /// `snapshot` and its ancestors still in the metadata, newest first.
 fn ancestors(table: &LoadedTable, snapshot: &SnapshotRef) -> Vec<SnapshotRef> {
     let metadata = table.metadata();
-    let mut out = vec![snapshot.clone()];
+    let mut out = vec![Arc::clone(snapshot)];
     let mut next = snapshot.parent_snapshot_id();
     while let Some(id) = next {
         let Some(s) = metadata.snapshot_by_id(id) else {
             break;
         };
-        out.push(s.clone());
+        out.push(Arc::clone(s));
         next = s.parent_snapshot_id();
     }
     out

@@ -34,6 +34,7 @@ use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
 use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use petrel_table_provider::catalog::Catalog;
+use petrel_table_provider::changes::TableChangesFunction;
 use petrel_table_provider::statements::{is_petrel_write, is_procedure_call, plan_statement};
 use petrel_table_provider::{
     IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes, PetrelQueryPlanner,
@@ -139,7 +140,7 @@ impl QueryEngine {
         if let Some(n) = options.target_partitions {
             config = config.with_target_partitions(n.max(1));
         }
-        let state = SessionStateBuilder::new()
+        let mut state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
             .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
@@ -166,6 +167,15 @@ impl QueryEngine {
                 .catalog_list()
                 .register_catalog(name.clone(), provider);
         }
+        // Petrel's change feed over the Iceberg catalogs (two-part names: the first catalog).
+        let mut changes = TableChangesFunction::new(Arc::clone(state.catalog_list()));
+        if let Some((name, _)) = catalogs
+            .iter()
+            .find(|(_, s)| matches!(s, CatalogSource::Iceberg(_)))
+        {
+            changes = changes.with_default_catalog(name.clone());
+        }
+        state.register_udtf("table_changes", Arc::new(changes));
         let admission = Admission::new(options.max_concurrent_queries, options.queue_timeout);
         let iceberg_catalogs = catalogs
             .iter()

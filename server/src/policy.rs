@@ -43,7 +43,9 @@ use tonic::Status;
 
 /// The table functions SQL may call (they compute rows; none reads or writes a file). The
 /// engine registers only these, whatever DataFusion offers.
-pub const TABLE_FUNCTIONS: &[&str] = &["generate_series", "range"];
+/// `table_changes` (Petrel's change feed over Iceberg snapshots) reads only Iceberg tables of the
+/// server's catalogs.
+pub const TABLE_FUNCTIONS: &[&str] = &["generate_series", "range", "table_changes"];
 
 /// What a statement that passed [`check`] does.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,6 +18,10 @@ use futures::TryStreamExt;
 use tempfile::TempDir;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
+/// moto's S3 server, shared with the table provider's tests.
+#[path = "../../../../table-provider/tests/it/common/moto.rs"]
+pub mod moto;
+
 /// The fixture corpus's filesystem warehouse (the `corpus` dataset of `scripts/test-data.sh`:
 /// `PETREL_CORPUS`, the shared corpus beside the clone, or one generated with Spark).
 pub fn corpus_warehouse() -> PathBuf {
@@ -53,6 +57,11 @@ impl Petrel {
 
     /// As [`Petrel::start`], in `dir`.
     pub fn start_in(dir: TempDir, args: &[&str]) -> Self {
+        Self::start_with_env(dir, args, &[])
+    }
+
+    /// As [`Petrel::start_in`], with `env` set for the process (`AWS_*` for an S3 warehouse).
+    pub fn start_with_env(dir: TempDir, args: &[&str], env: &[(&str, String)]) -> Self {
         let port_file = dir.path().join("petrel.addr");
         let log = std::fs::File::create(dir.path().join("petrel.log")).expect("log file");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_petrel"));
@@ -70,6 +79,7 @@ impl Petrel {
                 cmd.env_remove(k);
             }
         }
+        cmd.envs(env.iter().map(|(k, v)| (*k, v)));
         let mut child = cmd.spawn().expect("spawn petrel");
         let deadline = Instant::now() + Duration::from_secs(60);
         let addr = loop {

@@ -41,6 +41,7 @@
 //!   `rewrite_position_delete_files`).
 //! - [`changes`]: `table_changes(...)`: change feeds between snapshots and live streams of new
 //!   commits, as Spark's changelog view.
+//! - [`metadata_tables`]: Spark's metadata tables (`t.snapshots`, `"t$files"`, …), read-only.
 //! - [`error`]: one error type with table / snapshot / file context.
 //! - [`cache_stats`]: hit / miss counts and sizes of the manifest and delete-file caches.
 
@@ -55,6 +56,7 @@ pub mod dml;
 pub mod error;
 pub mod io;
 pub mod maintenance;
+pub mod metadata_tables;
 pub mod nested_values;
 pub mod plan;
 pub mod procedures;
@@ -76,6 +78,7 @@ pub use catalog::{
 };
 pub use deletes::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use error::{Error, Result};
+pub use metadata_tables::{MetadataTableKind, MetadataTableProvider};
 pub use nested_values::NestedValuesTypes;
 pub use plan::{ManifestCache, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, ScanTask};
 pub use provider::IcebergTableProvider;

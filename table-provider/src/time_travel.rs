@@ -13,13 +13,16 @@
 //! catalog's schema provider resolves with
 //! [`split_time_travel`]. Timestamps without a zone are UTC. Spark's branch and tag names,
 //! `catalog.ns.t.branch_b` and `catalog.ns.t.tag_v1`, become `"t@@ref=b"` the same way; an
-//! `INSERT INTO` a branch name commits to that branch.
+//! `INSERT INTO` a branch name commits to that branch. Spark's metadata tables,
+//! `catalog.ns.t.files` (time travel included: `catalog.ns.t.files VERSION AS OF 1`), become
+//! Trino's `catalog.ns."t$files"` (`"t$files@@version=1"`), see [`crate::metadata_tables`].
 
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{Error, Result};
+use crate::metadata_tables::{MetadataTableKind, metadata_table_name};
 use crate::spec::SnapshotSelector;
 
 const MARKER: &str = "@@";
@@ -70,7 +73,15 @@ pub fn rewrite_time_travel(sql: &str) -> Result<String> {
         };
         // Without FOR, only a plain identifier may precede the clause (`SELECT version AS of`
         // is a column alias, not time travel).
-        if !has_for && table_word.quote_style.is_none() && table_word.keyword != Keyword::NoKeyword
+        // (A keyword that ends a dotted name is a table name: Spark's `t.files VERSION AS OF`.)
+        let dotted = k >= 2
+            && significant
+                .get(k - 2)
+                .is_some_and(|&i| tokens[i].token == Token::Period);
+        if !has_for
+            && !dotted
+            && table_word.quote_style.is_none()
+            && table_word.keyword != Keyword::NoKeyword
         {
             k += 1;
             continue;
@@ -177,6 +188,29 @@ fn rewrite_ref_names(sql: &str) -> Result<String> {
         else {
             continue;
         };
+        let table_name = if table.quote_style.is_some() {
+            table.value.clone()
+        } else {
+            table.value.to_lowercase()
+        };
+        let start = offsets.byte(tokens[significant[last - 2]].span.start);
+        let end = tokens
+            .get(significant[last] + 1)
+            .map_or(sql.len(), |t| offsets.byte(t.span.start));
+        // Spark's metadata tables: `catalog.ns.t.files` (time travel already rewritten into
+        // the last part: `catalog.ns.t."files@@version=1"`) becomes `catalog.ns."t$files"`.
+        let (meta, travel) = match suffix.quote_style {
+            None => (suffix.value.as_str(), ""),
+            Some(_) => match suffix.value.find(MARKER) {
+                Some(at) => suffix.value.split_at(at),
+                None => ("", ""),
+            },
+        };
+        if let Some(kind) = MetadataTableKind::from_name(meta) {
+            let name = format!("{}{travel}", metadata_table_name(&table_name, kind));
+            edits.push((start, end, format!("\"{}\"", name.replace('"', "\"\""))));
+            continue;
+        }
         if suffix.quote_style.is_some() {
             continue;
         }
@@ -188,19 +222,10 @@ fn rewrite_ref_names(sql: &str) -> Result<String> {
         let Some(name) = name.filter(|n| !n.is_empty()) else {
             continue;
         };
-        let table_name = if table.quote_style.is_some() {
-            table.value.clone()
-        } else {
-            table.value.to_lowercase()
-        };
         let replacement = format!(
             "\"{}\"",
             format!("{table_name}{MARKER}ref={name}").replace('"', "\"\"")
         );
-        let start = offsets.byte(tokens[significant[last - 2]].span.start);
-        let end = tokens
-            .get(significant[last] + 1)
-            .map_or(sql.len(), |t| offsets.byte(t.span.start));
         edits.push((start, end, replacement));
     }
     let mut out = sql.to_string();
@@ -298,6 +323,28 @@ mod tests {
             // Three parts may be catalog.ns.table: left alone.
             ("SELECT * FROM db.t.branch_b", "SELECT * FROM db.t.branch_b"),
             ("SELECT * FROM c.db.t.other", "SELECT * FROM c.db.t.other"),
+            (
+                "SELECT * FROM iceberg.db.t.files",
+                "SELECT * FROM iceberg.db.\"t$files\"",
+            ),
+            (
+                "SELECT count(*) FROM iceberg.db.T.All_Data_Files x",
+                "SELECT count(*) FROM iceberg.db.\"t$all_data_files\" x",
+            ),
+            (
+                "SELECT * FROM iceberg.db.t.entries VERSION AS OF 7 WHERE status = 2",
+                "SELECT * FROM iceberg.db.\"t$entries@@version=7\" WHERE status = 2",
+            ),
+            (
+                "SELECT * FROM iceberg.db.t.partitions VERSION AS OF 7",
+                "SELECT * FROM iceberg.db.\"t$partitions@@version=7\"",
+            ),
+            (
+                "SELECT * FROM iceberg.db.t.files FOR VERSION AS OF 'b1'",
+                "SELECT * FROM iceberg.db.\"t$files@@ref=b1\"",
+            ),
+            // Three parts: a table `files` of namespace `t`, left alone.
+            ("SELECT * FROM db.t.files", "SELECT * FROM db.t.files"),
         ] {
             assert_eq!(rewrite_time_travel(input).unwrap(), expected, "{input}");
         }

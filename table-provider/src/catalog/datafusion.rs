@@ -5,6 +5,9 @@
 //! to a provider reading that snapshot. DataFusion's listing calls are synchronous; they wait
 //! for the asynchronous catalog without blocking the runtime's other work.
 //!
+//! A name ending in `$<metadata table>` (`t$files`, Trino's form; Spark's `t.files` is
+//! rewritten to it) resolves to that [`MetadataTableProvider`] of table `t`.
+//!
 //! Errors are never turned into absence:
 //!
 //! - [`SchemaProvider::table`] answers `Ok(None)` only for a table the catalog says does not
@@ -29,6 +32,7 @@ use datafusion::error::{DataFusionError, Result as DFResult};
 
 use super::{Catalog, Namespace, TableIdent};
 use crate::error::Error;
+use crate::metadata_tables::{MetadataTableProvider, split_metadata_table};
 use crate::plan::ScanPlanner;
 use crate::provider::IcebergTableProvider;
 use crate::time_travel::split_time_travel;
@@ -164,6 +168,10 @@ impl SchemaProvider for IcebergSchemaProvider {
 
     async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
         let (name, selector) = split_time_travel(name).map_err(DataFusionError::from)?;
+        let metadata_table = split_metadata_table(&name).map(|(t, kind)| (t.to_string(), kind));
+        let name = metadata_table
+            .as_ref()
+            .map_or(name.clone(), |(t, _)| t.clone());
         let ident = TableIdent::new(self.namespace.clone(), name);
         let table = match self.catalog.load_table(&ident).await {
             Ok(table) => table,
@@ -175,6 +183,10 @@ impl SchemaProvider for IcebergSchemaProvider {
                 ));
             }
         };
+        if let Some((_, kind)) = metadata_table {
+            let provider = MetadataTableProvider::try_new(table, kind, selector, &self.planner)?;
+            return Ok(Some(Arc::new(provider)));
+        }
         let provider = IcebergTableProvider::try_new(table, selector, Arc::clone(&self.planner))?
             .with_catalog(Arc::clone(&self.catalog));
         Ok(Some(Arc::new(provider)))
@@ -184,6 +196,7 @@ impl SchemaProvider for IcebergSchemaProvider {
         let Ok((name, _)) = split_time_travel(name) else {
             return false;
         };
+        let name = split_metadata_table(&name).map_or(name.clone(), |(t, _)| t.to_string());
         let ident = TableIdent::new(self.namespace.clone(), name);
         matches!(wait(self.catalog.load_table(&ident)), Some(Ok(_)))
     }

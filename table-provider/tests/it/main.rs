@@ -22,6 +22,7 @@ mod insert;
 mod merge;
 mod merge_on_read;
 mod metadata_answers;
+mod metadata_tables;
 mod nested_insert;
 mod object_store_s3;
 mod overwrite;

@@ -21,4 +21,5 @@ mod postgres_catalog;
 mod s3;
 mod sql_info;
 mod sql_policy;
+mod table_changes_stream;
 mod writes;

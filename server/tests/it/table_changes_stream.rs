@@ -1,0 +1,241 @@
+//! The live change stream over Flight SQL, against the real `petrel` binary: a client reads
+//! `table_changes('iceberg.db.t', <start>, NULL, true, 100)` while another commits INSERTs,
+//! DELETEs and UPDATEs; it receives every change exactly once, in commit order, disconnects,
+//! resumes from the last snapshot it has whole and misses nothing and repeats nothing; then
+//! CancelFlightInfo ends the stream. The reference is the model of the statements (which rows
+//! each one inserts and deletes) and the bounded `table_changes` of the same range.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{Int32Type, Int64Type};
+use arrow_flight::flight_service_client::FlightServiceClient;
+use arrow_flight::sql::client::FlightSqlServiceClient;
+use arrow_flight::{Action, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus};
+use futures::StreamExt;
+use prost::Message;
+use tonic::transport::Channel;
+
+use crate::common::{self, Petrel};
+
+/// One change as the model and the client see it: (id, v, change type).
+type Change = (i64, String, String);
+
+/// The changes in `batch` with their snapshot ids.
+fn changes(batch: &RecordBatch) -> Vec<(i64, Change)> {
+    let ids = batch.column(0).as_primitive::<Int64Type>();
+    let v = batch.column(1).as_string::<i32>();
+    let kind = batch.column(2).as_string::<i32>();
+    let _ordinal = batch.column(3).as_primitive::<Int32Type>();
+    let snapshot = batch.column(4).as_primitive::<Int64Type>();
+    (0..batch.num_rows())
+        .map(|i| {
+            (
+                snapshot.value(i),
+                (
+                    ids.value(i),
+                    if v.is_null(i) {
+                        String::new()
+                    } else {
+                        v.value(i).to_string()
+                    },
+                    kind.value(i).to_string(),
+                ),
+            )
+        })
+        .collect()
+}
+
+async fn run(client: &mut FlightSqlServiceClient<Channel>, sql: &str) {
+    common::query(client, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// The statements the writer commits, each one snapshot, with the changes each makes.
+fn writes() -> Vec<(String, Vec<Change>)> {
+    let mut out = Vec::new();
+    let change = |id: i64, v: &str, kind: &str| (id, v.to_string(), kind.to_string());
+    for i in 1..=8i64 {
+        out.push((
+            format!(
+                "INSERT INTO iceberg.db.t VALUES ({}, 'a{i}'), ({}, 'b{i}')",
+                i * 10,
+                i * 10 + 1
+            ),
+            vec![
+                change(i * 10, &format!("a{i}"), "INSERT"),
+                change(i * 10 + 1, &format!("b{i}"), "INSERT"),
+            ],
+        ));
+        if i % 3 == 0 {
+            out.push((
+                format!("DELETE FROM iceberg.db.t WHERE id = {}", i * 10),
+                vec![change(i * 10, &format!("a{i}"), "DELETE")],
+            ));
+            out.push((
+                format!(
+                    "UPDATE iceberg.db.t SET v = 'u{i}' WHERE id = {}",
+                    i * 10 + 1
+                ),
+                vec![
+                    change(i * 10 + 1, &format!("b{i}"), "DELETE"),
+                    change(i * 10 + 1, &format!("u{i}"), "INSERT"),
+                ],
+            ));
+        }
+    }
+    out
+}
+
+/// Reads `stream` until `until` says stop (given the changes so far, by snapshot in order of
+/// arrival); fails after 60 s.
+async fn read_until(
+    stream: &mut (
+             impl futures::Stream<Item = Result<RecordBatch, arrow_flight::error::FlightError>> + Unpin
+         ),
+    seen: &mut Vec<(i64, Vec<Change>)>,
+    until: impl Fn(&[(i64, Vec<Change>)]) -> bool,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !until(seen) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let batch = tokio::time::timeout(left, stream.next())
+            .await
+            .expect("changes arrive in time")
+            .expect("the stream stays open")
+            .expect("no error");
+        for (snapshot, change) in changes(&batch) {
+            match seen.last_mut() {
+                Some((s, list)) if *s == snapshot => list.push(change),
+                _ => seen.push((snapshot, vec![change])),
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_sees_every_commit_once_in_order_and_resumes() {
+    let warehouse = tempfile::TempDir::new().unwrap();
+    let wh = warehouse.path().to_str().unwrap();
+    let server = Petrel::start(&["--warehouse", wh, "--default-schema", "db"]);
+    let mut writer = server.client().await;
+    run(&mut writer, "CREATE SCHEMA iceberg.db").await;
+    run(
+        &mut writer,
+        "CREATE TABLE iceberg.db.t (id BIGINT NOT NULL, v STRING) USING iceberg \
+         TBLPROPERTIES ('format-version'='2')",
+    )
+    .await;
+    run(&mut writer, "INSERT INTO iceberg.db.t VALUES (0, 'start')").await;
+    let first = common::query(
+        &mut writer,
+        "SELECT max(_commit_snapshot_id) FROM table_changes('iceberg.db.t', NULL)",
+    )
+    .await
+    .unwrap();
+    let start = first[0].column(0).as_primitive::<Int64Type>().value(0);
+
+    let stream_sql = |from: i64| {
+        format!(
+            "SELECT id, v, _change_type, _change_ordinal, _commit_snapshot_id FROM table_changes('iceberg.db.t', {from}, NULL, true, 100)"
+        )
+    };
+    let mut reader = server.client().await;
+    let info = reader.execute(stream_sql(start), None).await.unwrap();
+    let mut stream = reader
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+
+    // The writer commits while the reader reads.
+    let plan = writes();
+    let statements: Vec<String> = plan.iter().map(|(s, _)| s.clone()).collect();
+    let mut writer_task = server.client().await;
+    let writing = tokio::spawn(async move {
+        for sql in statements {
+            run(&mut writer_task, &sql).await;
+            tokio::time::sleep(Duration::from_millis(120)).await;
+        }
+    });
+
+    // Read the first half, then disconnect: keep the snapshots known to be whole (a later one
+    // has begun), resume from the last of them.
+    let mut seen = Vec::new();
+    let half = plan.len() / 2;
+    read_until(&mut stream, &mut seen, |s| s.len() > half).await;
+    drop(stream);
+    drop(reader);
+    seen.pop();
+    let position = seen.last().map_or(start, |(s, _)| *s);
+
+    let mut reader = server.client().await;
+    let info = reader.execute(stream_sql(position), None).await.unwrap();
+    let mut stream = reader
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+    read_until(&mut stream, &mut seen, |s| s.len() >= plan.len()).await;
+    writing.await.unwrap();
+
+    // Exactly the model's changes, one snapshot per statement, in commit order.
+    assert_eq!(
+        seen.len(),
+        plan.len(),
+        "one snapshot per statement: {seen:?}"
+    );
+    for ((snapshot, got), (sql, expected)) in seen.iter().zip(&plan) {
+        let (mut got, mut expected) = (got.clone(), expected.clone());
+        got.sort();
+        expected.sort();
+        assert_eq!(got, expected, "snapshot {snapshot}: {sql}");
+    }
+    let mut distinct: Vec<i64> = seen.iter().map(|(s, _)| *s).collect();
+    distinct.dedup();
+    assert_eq!(distinct.len(), plan.len(), "no snapshot twice");
+    // The bounded feed of the same range: the same snapshots in the same order.
+    let bounded = common::query(
+        &mut writer,
+        &format!("SELECT DISTINCT _change_ordinal, _commit_snapshot_id FROM table_changes('iceberg.db.t', {start}) ORDER BY 1"),
+    )
+    .await
+    .unwrap();
+    let order: Vec<i64> = bounded
+        .iter()
+        .flat_map(|b| b.column(1).as_primitive::<Int64Type>().values().to_vec())
+        .collect();
+    assert_eq!(order, seen.iter().map(|(s, _)| *s).collect::<Vec<_>>());
+    let mut snapshots_of: BTreeMap<i64, usize> = BTreeMap::new();
+    for (s, list) in &seen {
+        *snapshots_of.entry(*s).or_default() += list.len();
+    }
+    assert_eq!(snapshots_of.len(), plan.len());
+
+    // CancelFlightInfo ends the open stream: CANCELLED, and the stream ends with it.
+    let mut raw = FlightServiceClient::new(server.channel().await);
+    let request = CancelFlightInfoRequest { info: Some(info) };
+    let mut response = raw
+        .do_action(Action {
+            r#type: "CancelFlightInfo".into(),
+            body: request.encode_to_vec().into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let body = response.message().await.unwrap().expect("a result").body;
+    let status = CancelFlightInfoResult::decode(body).unwrap().status;
+    assert_eq!(status, CancelStatus::Cancelled as i32);
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stream.next().await {
+                None => return None,
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Some(common::to_status(e)),
+            }
+        }
+    })
+    .await
+    .expect("the stream ends after the cancel");
+    assert_eq!(end.map(|s| s.code()), Some(tonic::Code::Cancelled));
+}

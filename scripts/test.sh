@@ -8,7 +8,8 @@
 #   2. generates the test tables once (scripts/test-data.sh: PyIceberg- and Spark-written
 #      tables, Spark's answers) in a directory this run owns;
 #   3. runs every Rust test with nextest (unit, fixture corpus, generated tables, merge-on-read,
-#      the Flight SQL server driven by the real binary);
+#      the REST catalog against a real `rustberg` (scripts/install-rustberg.sh, cached per
+#      machine), the Flight SQL server driven by the real binary);
 #   4. runs the Python client tests (real ADBC driver, pyarrow.flight, the CLI) against the
 #      `petrel` binary step 3 built;
 #   5. stops the run's PostgreSQL (started before step 3 for the SQL catalog's tests) and
@@ -31,6 +32,15 @@ echo "disk free before the run: $(df -h --output=avail . | tail -n 1 | tr -d ' '
 if [ -n "${CI:-}" ]; then
     export CARGO_INCREMENTAL=0
 fi
+
+# rustberg (the REST catalog the REST tests run against) builds for ~20 minutes the first time
+# on a machine, then is cached in ~/.cache/petrel/tools: the build runs beside the Python setup
+# and test-data generation, and the Rust tests wait for it. PETREL_REQUIRE_REST makes those
+# tests fail rather than skip if it is still missing.
+rustberg_log="$run_dir/install-rustberg.log"
+bash scripts/install-rustberg.sh >"$rustberg_log.path" 2>"$rustberg_log" &
+rustberg_pid=$!
+export PETREL_REQUIRE_REST=1
 
 bash scripts/setup-python.sh
 # Apache Superset in its own virtualenv (~/.cache/petrel/superset-venv), for test_superset.py.
@@ -58,6 +68,14 @@ paths="$(bash scripts/test-data.sh "${datasets[@]}")"
 PETREL_CORPUS="$(head -n 1 <<<"$paths")"
 export PETREL_CORPUS
 echo "test data ready in $((SECONDS - started)) s: ${datasets[*]}" >&2
+
+if ! wait "$rustberg_pid"; then
+    cat "$rustberg_log" >&2
+    echo "scripts/install-rustberg.sh failed (log above)" >&2
+    exit 1
+fi
+PETREL_RUSTBERG="$(tail -n 1 "$rustberg_log.path")"
+export PETREL_RUSTBERG
 
 # One PostgreSQL 15 for the run (the SQL catalog's PostgreSQL tests; scripts/start-postgres.sh
 # installs it if missing), stopped when the run ends.

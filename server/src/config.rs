@@ -40,6 +40,13 @@
 //! catalog_name = "default"
 //! warehouse = "/data/pg-lake"
 //!
+//! [[catalog]]
+//! name = "rest"
+//! type = "rest"                # an Iceberg REST catalog
+//! uri = "http://catalog:8181"
+//! warehouse = "analytics"
+//! credential = "client-id:client-secret"   # or token = "..."
+//!
 //! [[user]]
 //! name = "alice"
 //! password_hash = "$argon2id$v=19$..."   # `petrel hash-password`
@@ -335,13 +342,53 @@ pub enum CatalogConfig {
         #[serde(default)]
         storage: BTreeMap<String, String>,
     },
+    /// An Iceberg REST catalog (Polaris, Lakekeeper, Nessie, Gravitino, rustberg, ...).
+    Rest {
+        /// Name in SQL.
+        name: String,
+        /// Base URI (`http://host:8181`; `/v1/...` is appended).
+        uri: String,
+        /// The warehouse asked for at `GET /v1/config?warehouse=`.
+        warehouse: Option<String>,
+        /// OAuth2 client credentials `client_id:client_secret`, exchanged at the token
+        /// endpoint for bearer tokens (refreshed before they expire).
+        credential: Option<Secret>,
+        /// A static bearer token.
+        token: Option<Secret>,
+        /// OAuth2 scope (default `catalog`).
+        scope: Option<String>,
+        /// URL prefix, when the server's `/v1/config` gives none.
+        prefix: Option<String>,
+        /// Token endpoint (default `<uri>/v1/oauth/tokens`).
+        oauth2_server_uri: Option<String>,
+        /// Ask for vended storage credentials on table loads (default true).
+        vended_credentials: Option<bool>,
+        /// Longest wait for one request to the catalog, in seconds (default 60).
+        request_timeout_secs: Option<u64>,
+        /// Further Iceberg client properties (`header.X-Name`, `s3.endpoint`, ...).
+        #[serde(default)]
+        properties: std::collections::BTreeMap<String, String>,
+    },
+}
+
+/// A secret from the configuration: used as given, shown as `<redacted>`.
+#[derive(Clone, Deserialize, PartialEq)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 impl CatalogConfig {
     /// The catalog's SQL name.
     pub fn name(&self) -> &str {
         match self {
-            CatalogConfig::Filesystem { name, .. } | CatalogConfig::Sql { name, .. } => name,
+            CatalogConfig::Filesystem { name, .. }
+            | CatalogConfig::Sql { name, .. }
+            | CatalogConfig::Rest { name, .. } => name,
         }
     }
 }
@@ -536,6 +583,20 @@ slow_query_ms = 5000
 # uri = "postgresql://petrel:secret@db.example.com:5432/iceberg"  # ?connect_timeout=10 (s)
 # catalog_name = "default"
 # warehouse = "/data/pg-lake"
+#
+# [[catalog]]
+# name = "rest"
+# type = "rest"                # an Iceberg REST catalog
+# uri = "http://catalog:8181"  # base URI (/v1/... is appended)
+# warehouse = "analytics"      # sent to GET /v1/config?warehouse=
+# credential = "id:secret"     # OAuth2 client credentials (token endpoint: uri/v1/oauth/tokens)
+# token = "..."                # or a static bearer token
+# scope = "catalog"            # OAuth2 scope
+# prefix = "..."               # URL prefix when the server's config gives none
+# oauth2_server_uri = "https://idp/token"  # another token endpoint
+# vended_credentials = true    # X-Iceberg-Access-Delegation: vended-credentials
+# request_timeout_secs = 60    # longest wait for one catalog request
+# properties = { "header.X-Tenant" = "a" }  # further Iceberg client properties
 
 # Users (none: authentication is off). `petrel hash-password` prints a hash. `--user
 # NAME:HASH` (PETREL_USERS, space-separated) adds or replaces one.

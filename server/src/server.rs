@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
-use petrel_table_provider::catalog::{Catalog, FileSystemCatalog, SqlCatalog};
+use petrel_table_provider::catalog::{
+    Catalog, FileSystemCatalog, RestCatalog, RestCatalogConfig, SqlCatalog,
+};
 use petrel_table_provider::io::{StoreConfig, StoreRegistry};
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
@@ -80,6 +82,34 @@ pub async fn open_catalog(cfg: &CatalogConfig) -> Result<Arc<dyn Catalog>, Strin
                     .with_warehouse(warehouse)
                     .map_err(|e| format!("catalog {name}: warehouse {warehouse}: {e}"))?;
             }
+            Ok(Arc::new(c))
+        }
+        CatalogConfig::Rest {
+            name,
+            uri,
+            warehouse,
+            credential,
+            token,
+            scope,
+            prefix,
+            oauth2_server_uri,
+            vended_credentials,
+            request_timeout_secs,
+            properties,
+        } => {
+            let mut rest = RestCatalogConfig::new(name.clone(), uri.clone());
+            rest.warehouse = warehouse.clone();
+            rest.credential = credential.as_ref().map(|s| s.0.clone());
+            rest.token = token.as_ref().map(|s| s.0.clone());
+            rest.scope = scope.clone();
+            rest.prefix = prefix.clone();
+            rest.oauth2_server_uri = oauth2_server_uri.clone();
+            rest.vended_credentials = vended_credentials.unwrap_or(true);
+            rest.request_timeout = request_timeout_secs.map(Duration::from_secs);
+            rest.properties = properties.clone().into_iter().collect();
+            let c = RestCatalog::connect(rest, StoreRegistry::default())
+                .await
+                .map_err(|e| format!("catalog {name}: {e}"))?;
             Ok(Arc::new(c))
         }
     }

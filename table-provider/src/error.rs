@@ -112,6 +112,17 @@ pub enum Error {
         message: String,
     },
 
+    /// A catalog service (a REST catalog) refused a request or could not be reached.
+    #[error("catalog {catalog}: {message}")]
+    CatalogService {
+        /// The catalog's name.
+        catalog: String,
+        /// The HTTP status it answered, if it answered.
+        status: Option<u16>,
+        /// What was asked and what went wrong.
+        message: String,
+    },
+
     /// An error from the `iceberg` spec library.
     #[error("iceberg: {0}")]
     Iceberg(#[from] iceberg::Error),

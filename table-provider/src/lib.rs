@@ -73,8 +73,8 @@ pub mod time_travel;
 pub mod write;
 
 pub use catalog::{
-    Catalog, FileSystemCatalog, IcebergCatalogProvider, LoadedTable, Namespace, SqlCatalog,
-    TableIdent,
+    Catalog, FileSystemCatalog, IcebergCatalogProvider, LoadedTable, Namespace, RestCatalog,
+    RestCatalogConfig, SqlCatalog, TableIdent,
 };
 pub use deletes::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use error::{Error, Result};

@@ -258,6 +258,18 @@ fn table_code(e: &TableError) -> Code {
         TableError::ObjectStore(inner) => object_store_code(inner),
         // The catalog's database is down or unreadable: retry later.
         TableError::CatalogDatabase { .. } => Code::Unavailable,
+        // A REST catalog: refused credentials, forbidden, or down / unreachable.
+        TableError::CatalogService {
+            status: Some(401), ..
+        } => Code::Unauthenticated,
+        TableError::CatalogService {
+            status: Some(403), ..
+        } => Code::PermissionDenied,
+        TableError::CatalogService {
+            status: Some(400 | 422),
+            ..
+        } => Code::InvalidArgument,
+        TableError::CatalogService { .. } => Code::Unavailable,
         TableError::Iceberg(inner) => iceberg_code(inner),
         TableError::DataFusion(inner) => df_code(inner),
         TableError::Arrow(inner) => arrow_code(inner),

@@ -9,12 +9,14 @@
 //! - [`FileSystemCatalog`]: a warehouse directory in Iceberg's Hadoop layout.
 //! - [`SqlCatalog`]: PyIceberg's `SqlCatalog` / Iceberg Java's `JdbcCatalog` tables on SQLite or
 //!   PostgreSQL.
+//! - [`RestCatalog`]: an Iceberg REST catalog (the catalog arbitrates commits).
 //!
 //! [`IcebergCatalogProvider`] exposes any catalog to DataFusion as `<catalog>.<namespace>.<table>`.
 
 mod datafusion;
 mod filesystem;
 mod metadata_file;
+mod rest;
 mod sql;
 mod table;
 mod writes;
@@ -24,12 +26,13 @@ use std::fmt;
 use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 
-pub use self::datafusion::{IcebergCatalogProvider, IcebergSchemaProvider};
 pub(crate) use self::datafusion::wait;
+pub use self::datafusion::{IcebergCatalogProvider, IcebergSchemaProvider};
 pub use filesystem::FileSystemCatalog;
 pub use metadata_file::{
     MetadataCache, ParsedMetadata, metadata_file_version, read_table_metadata,
 };
+pub use rest::{RestCatalog, RestCatalogConfig};
 pub use sql::SqlCatalog;
 pub use table::{LoadedTable, RefKind, TableRef};
 

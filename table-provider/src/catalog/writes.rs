@@ -11,7 +11,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use super::metadata_file::{MetadataCache, ParsedMetadata, parse_table_metadata};
 use super::{LoadedTable, TableIdent};
 use crate::error::{Error, Result};
-use crate::io::{TableIo, normalize_location, object_location};
+use crate::io::{LocationMap, TableIo, normalize_location, object_location};
 
 /// Iceberg's `write.metadata.path`: where metadata files go instead of `<location>/metadata`.
 const WRITE_METADATA_PATH: &str = "write.metadata.path";
@@ -124,4 +124,21 @@ pub(super) fn warehouse_location(warehouse: &str) -> Result<String> {
         cwd.join(warehouse).to_string_lossy().into_owned()
     };
     Ok(normalize_location(&absolute))
+}
+
+/// The location map of a table whose current metadata file is at `metadata_location`: a table
+/// whose files moved with its metadata (`<root>/metadata/<file>`, while the metadata's
+/// `location` names somewhere else) is read under `<root>`; any other table as written.
+pub(super) fn moved_table_locations(
+    metadata_location: &str,
+    metadata: &TableMetadata,
+) -> LocationMap {
+    let normalized = normalize_location(metadata_location);
+    match normalized.rsplit_once('/') {
+        Some((dir, _)) if dir.ends_with("/metadata") => {
+            let root = &dir[..dir.len() - "/metadata".len()];
+            LocationMap::moved(metadata.location(), root)
+        }
+        _ => LocationMap::identity(),
+    }
 }

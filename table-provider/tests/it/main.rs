@@ -30,6 +30,7 @@ mod positional_scan;
 mod postgres_catalog;
 mod procedures;
 mod pyiceberg_tables;
+mod rest_catalog;
 mod rewrite;
 mod row_level_concurrency;
 mod row_lineage;

@@ -5,6 +5,7 @@
 
 pub mod moto;
 pub mod postgres;
+pub mod rustberg;
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};

@@ -27,7 +27,8 @@
 //! - everything else is refused with a message saying why: `COPY ... TO`, DataFusion's DDL
 //!   (`CREATE EXTERNAL TABLE`, views, functions), `SET` and other statements, `REPLACE INTO`,
 //!   a write nested in `EXPLAIN ANALYZE` (which would run it);
-//! - in read-only mode (`--read-only`) every write is refused.
+//! - in read-only mode (`--read-only`) every write is refused;
+//! - metadata tables (`t$files`, Spark's `t.files`) are read like any table and never written.
 //!
 //! Reads keep their own guards in the engine: no table factories (so no `CREATE EXTERNAL
 //! TABLE` could resolve anyway), an allow-list of table functions, no URL tables.
@@ -194,6 +195,16 @@ fn check_dml(dml: &DmlStatement, policy: &Policy<'_>) -> Result<StatementKind, S
         return Err(Status::permission_denied(format!(
             "{what} {name} refused: this Petrel server is read-only (--read-only, \
              read_only = true or PETREL_READ_ONLY)"
+        )));
+    }
+    let metadata_table = source_as_provider(&dml.target).is_ok_and(|p| {
+        p.as_any()
+            .downcast_ref::<petrel_table_provider::MetadataTableProvider>()
+            .is_some()
+    });
+    if metadata_table {
+        return Err(Status::permission_denied(format!(
+            "{what} {name} is not allowed: metadata tables ($snapshots, $files, …) are read-only"
         )));
     }
     let in_iceberg_catalog = policy

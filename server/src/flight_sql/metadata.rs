@@ -29,6 +29,10 @@ use arrow_flight::sql::metadata::{GetCatalogsBuilder, GetTablesBuilder};
 use arrow_flight::sql::{CommandGetDbSchemas, CommandGetTables};
 use futures::StreamExt;
 use petrel_table_provider::catalog::{Namespace, TableIdent};
+use petrel_table_provider::metadata_tables::{
+    METADATA_TABLE_TYPE, MetadataTableKind, MetadataTableProvider, metadata_table_name,
+    split_metadata_table,
+};
 use tonic::Status;
 
 use crate::admission::METADATA_LOAD_CONCURRENCY;
@@ -41,8 +45,9 @@ use crate::flight_sql::xdbc::{precision_scale, sql_type_name};
 /// loaded (GetTables with `include_schema`; module docs).
 pub const TABLE_ERROR_METADATA_KEY: &str = "petrel:table_error";
 
-/// Table types Petrel reports.
-pub(crate) const TABLE_TYPES: &[&str] = &["TABLE", "VIEW"];
+/// Table types Petrel reports. Metadata tables (`t$snapshots`, …) are listed only when
+/// GetTables asks for their type by name.
+pub(crate) const TABLE_TYPES: &[&str] = &["TABLE", "VIEW", METADATA_TABLE_TYPE];
 
 /// One table found by a listing.
 #[derive(Debug, Clone)]
@@ -131,10 +136,20 @@ async fn table_schema(source: &CatalogSource, entry: &TableEntry) -> Result<Sche
     let (schema, table) = (&entry.schema, &entry.table);
     let result = match source {
         CatalogSource::Iceberg(c) => {
-            let ident = TableIdent::new(Namespace::from_dotted(schema), table.as_str());
-            match c.load_table(&ident).await {
-                Ok(loaded) => loaded.arrow_schema().map_err(Error::from),
-                Err(e) => Err(Error::from(e)),
+            let metadata_table = split_metadata_table(table);
+            let base = metadata_table.map_or(table.as_str(), |(t, _)| t);
+            let ident = TableIdent::new(Namespace::from_dotted(schema), base);
+            match (c.load_table(&ident).await, metadata_table) {
+                (Ok(loaded), None) => loaded.arrow_schema().map_err(Error::from),
+                (Ok(loaded), Some((_, kind))) => MetadataTableProvider::try_new(
+                    loaded,
+                    kind,
+                    petrel_table_provider::SnapshotSelector::Current,
+                    &petrel_table_provider::ScanPlanner::default(),
+                )
+                .map(|p| datafusion::catalog::TableProvider::schema(&p))
+                .map_err(Error::from),
+                (Err(e), _) => Err(Error::from(e)),
             }
         }
         CatalogSource::DataFusion(p) => match p.schema(schema) {
@@ -224,24 +239,41 @@ pub(crate) async fn tables(
         &cmd.table_name_filter_pattern,
     )
     .await?;
+    let wants_metadata = cmd
+        .table_types
+        .iter()
+        .any(|t| t.eq_ignore_ascii_case(METADATA_TABLE_TYPE));
+    let metadata_tables = if wants_metadata {
+        metadata_tables_of(engine, &cmd).await?
+    } else {
+        Vec::new()
+    };
     let mut b: GetTablesBuilder = cmd.into_builder();
-    if !wants_tables {
-        return b.build().map_err(|e| to_status(&e));
-    }
+    let found = if wants_tables { found } else { Vec::new() };
+    let found: Vec<(TableEntry, CatalogSource, bool)> = found
+        .into_iter()
+        .map(|(e, s)| (e, s, false))
+        .chain(metadata_tables.into_iter().map(|(e, s)| (e, s, true)))
+        .collect();
     let empty = Schema::empty();
     let read_only = engine.options().read_only;
     // Schemas are loaded concurrently (bounded), in listing order.
     let mut loaded = futures::stream::iter(found)
-        .map(|(entry, source)| async move {
+        .map(|(entry, source, is_metadata)| async move {
             let schema = if include_schema {
                 Some(table_schema(&source, &entry).await)
             } else {
                 None
             };
-            (entry, schema)
+            (entry, schema, is_metadata)
         })
         .buffered(METADATA_LOAD_CONCURRENCY);
-    while let Some((entry, schema)) = loaded.next().await {
+    while let Some((entry, schema, is_metadata)) = loaded.next().await {
+        let table_type = if is_metadata {
+            METADATA_TABLE_TYPE
+        } else {
+            "TABLE"
+        };
         if let Some(schema) = schema {
             let schema = match schema {
                 Ok(schema) => annotate_schema(&schema, &entry, read_only),
@@ -260,16 +292,50 @@ pub(crate) async fn tables(
                 &entry.catalog,
                 &entry.schema,
                 &entry.table,
-                "TABLE",
+                table_type,
                 &schema,
             )
             .map_err(|e| to_status(&e))?;
         } else {
-            b.append(&entry.catalog, &entry.schema, &entry.table, "TABLE", &empty)
-                .map_err(|e| to_status(&e))?;
+            b.append(
+                &entry.catalog,
+                &entry.schema,
+                &entry.table,
+                table_type,
+                &empty,
+            )
+            .map_err(|e| to_status(&e))?;
         }
     }
     b.build().map_err(|e| to_status(&e))
+}
+
+/// The metadata tables (`t$snapshots`, …) of the Iceberg tables GetTables' catalog and schema
+/// filters select, filtered by its table-name pattern.
+async fn metadata_tables_of(
+    engine: &dyn QueryExecutor,
+    cmd: &CommandGetTables,
+) -> Result<Vec<(TableEntry, CatalogSource)>, Status> {
+    let tables = list_tables(engine, &cmd.catalog, &cmd.db_schema_filter_pattern, &None).await?;
+    let mut out = Vec::new();
+    for (entry, source) in tables {
+        if !matches!(source, CatalogSource::Iceberg(_)) {
+            continue;
+        }
+        for kind in MetadataTableKind::ALL {
+            let name = metadata_table_name(&entry.table, kind);
+            if matches(&cmd.table_name_filter_pattern, &name) {
+                out.push((
+                    TableEntry {
+                        table: name,
+                        ..entry.clone()
+                    },
+                    source.clone(),
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The `table_schema` of a table whose schema cannot be loaded: no fields, the error in its

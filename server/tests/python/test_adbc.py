@@ -154,7 +154,7 @@ def test_get_objects_table_schema_and_info(conn):
     assert schema.names == ["id", "ts", "name", "amount", "extra"]
     assert schema.field("id").type == pa.int64()
     assert schema.field("ts").type == pa.timestamp("us")
-    assert conn.adbc_get_table_types() == ["TABLE", "VIEW"]
+    assert conn.adbc_get_table_types() == ["METADATA TABLE", "TABLE", "VIEW"]
 
 
 def test_cancellation(corpus_server):

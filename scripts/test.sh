@@ -43,8 +43,12 @@ rustberg_pid=$!
 export PETREL_REQUIRE_REST=1
 
 bash scripts/setup-python.sh
-# Apache Superset in its own virtualenv (~/.cache/petrel/superset-venv), for test_superset.py.
-bash scripts/setup-superset.sh
+# Apache Superset in its own virtualenv (~/.cache/petrel/superset-venv), for test_superset.py:
+# ~14 minutes of pip the first time on a machine, mostly downloads, so it runs beside the Rust
+# build and tests; the Python tests wait for it.
+superset_log="$run_dir/setup-superset.log"
+bash scripts/setup-superset.sh >"$superset_log" 2>&1 &
+superset_pid=$!
 export PETREL_REQUIRE_SUPERSET=1
 
 if ! cargo nextest --version >/dev/null 2>&1; then
@@ -87,6 +91,11 @@ export PETREL_TEST_POSTGRES_URI
 
 status=0
 cargo nextest run --workspace --no-fail-fast "$@" || status=$?
+if ! wait "$superset_pid"; then
+    cat "$superset_log" >&2
+    echo "scripts/setup-superset.sh failed (log above)" >&2
+    status=1
+fi
 PETREL_BIN="$PWD/target/debug/petrel" .venv/bin/python -m pytest server/tests/python -q -rs || status=$?
 echo "disk free after the run: $(df -h --output=avail . | tail -n 1 | tr -d ' '), target/ $(du -sh target 2>/dev/null | cut -f1)" >&2
 exit "$status"

@@ -120,7 +120,9 @@ fn model_changes(
         r.push(Value::from(snapshot_id));
         out.push(row_text(&r));
     };
-    let mut by_key: HashMap<String, (Vec<&Vec<Value>>, Vec<&Vec<Value>>)> = HashMap::new();
+    // Per identifier key: the rows deleted and the rows inserted with that key.
+    type DeletedAndInserted<'a> = (Vec<&'a Vec<Value>>, Vec<&'a Vec<Value>>);
+    let mut by_key: HashMap<String, DeletedAndInserted> = HashMap::new();
     if !identifiers.is_empty() {
         for row in &deleted {
             by_key.entry(key(row)).or_default().0.push(row);

@@ -829,7 +829,8 @@ mod tests {
             .map(|l| format!("{l}\n"))
             .collect();
         let file: FileConfig = toml::from_str(&uncommented).unwrap();
-        assert_eq!(file.catalogs.len(), 3);
+        // filesystem, SQL on SQLite, SQL on PostgreSQL, REST
+        assert_eq!(file.catalogs.len(), 4);
         assert_eq!(file.users.len(), 1);
         assert!(file.tls.is_some_and(|t| t.client_ca.is_some()));
         assert!(file.default_catalog.is_some() && file.target_partitions.is_some());

@@ -251,7 +251,18 @@ async fn metadata_commands() {
     assert_eq!(rows(&fetch(&mut client, &info).await.unwrap()), 8);
 
     let info = client.get_table_types().await.unwrap();
-    assert_eq!(rows(&fetch(&mut client, &info).await.unwrap()), 2);
+    let types: Vec<String> = fetch(&mut client, &info)
+        .await
+        .unwrap()
+        .iter()
+        .flat_map(|b| {
+            let column = b.column(0).as_string::<i32>();
+            (0..b.num_rows())
+                .map(|i| column.value(i).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(types, ["METADATA TABLE", "TABLE", "VIEW"]);
 
     // GetSqlInfo: the full table, and a selection.
     let info = client.get_sql_info(vec![]).await.unwrap();

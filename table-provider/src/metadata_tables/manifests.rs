@@ -23,6 +23,7 @@ use super::{MetadataRows, MetadataTableKind};
 use crate::catalog::LoadedTable;
 use crate::error::Result;
 use crate::plan::ManifestCache;
+use crate::write::partition_path::base64;
 
 fn summary_fields(all: bool) -> Fields {
     Fields::from(vec![
@@ -254,28 +255,6 @@ fn java_local_date_time(micros: i64) -> String {
         out.push_str(&format!(":{seconds}.{fraction}"));
     } else if seconds != "00" {
         out.push_str(&format!(":{seconds}"));
-    }
-    out
-}
-
-/// Standard base64 with padding (Java's `Base64.getEncoder()`), as Iceberg shows binary values.
-fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
     }
     out
 }

@@ -467,8 +467,9 @@ fn java_layout(negative: bool, digits: &str, exp: i32) -> String {
 
 // ------------------------------------------------------------------------------------ base64
 
-/// `java.util.Base64.getEncoder()`: standard alphabet, `=` padding, no line breaks.
-fn base64(bytes: &[u8]) -> String {
+/// `java.util.Base64.getEncoder()`: standard alphabet, `=` padding, no line breaks. Iceberg
+/// shows binary values this way (partition paths, metadata tables' bounds).
+pub(crate) fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {

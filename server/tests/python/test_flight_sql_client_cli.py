@@ -54,7 +54,7 @@ def test_queries_metadata_and_prepared(corpus_server):
     assert set(column(out, "db_schema_name")) == {"db"}, out
     code, out, err = run(corpus_server, "table-types")
     assert code == 0, err
-    assert column(out, "table_type") == ["TABLE", "VIEW"], out
+    assert column(out, "table_type") == ["METADATA TABLE", "TABLE", "VIEW"], out
     code, out, err = run(
         corpus_server, "prepared-statement-query", "SELECT name FROM pyiceberg_cow WHERE id = $1", "-p", "$1=105"
     )

@@ -36,6 +36,13 @@ pub(super) fn file_name_of(location: &str) -> Result<String> {
 
 /// Writes `bytes` at `path` only if nothing is there (an atomic exclusive create: the local
 /// store hard-links a staged file; object stores use a conditional put).
+///
+/// An object store retries a request that got a 5xx answer, and the first attempt may have
+/// been carried out: the retry then finds "already exists" although the object is ours. Taking
+/// that for a lost race would make the commit loop apply the same change a second time on top
+/// of itself (an append twice). So on "already exists" the object is read back: the very same
+/// bytes (metadata holds fresh snapshot ids and timestamps, so no other writer makes them) mean
+/// this create succeeded.
 pub(super) async fn put_new(
     store: &Arc<dyn ObjectStore>,
     path: &Path,
@@ -45,10 +52,20 @@ pub(super) async fn put_new(
         mode: PutMode::Create,
         ..PutOptions::default()
     };
-    store
+    match store
         .put_opts(path, PutPayload::from(bytes.to_vec()), options)
         .await
-        .map(|_| ())
+    {
+        Ok(_) => Ok(()),
+        Err(exists @ object_store::Error::AlreadyExists { .. }) => match store.get(path).await {
+            Ok(existing) => match existing.bytes().await {
+                Ok(existing) if existing.as_ref() == bytes => Ok(()),
+                _ => Err(exists),
+            },
+            Err(_) => Err(exists),
+        },
+        Err(e) => Err(e),
+    }
 }
 
 /// Deletes a file this process wrote for a commit that did not happen (best effort: a file
@@ -140,5 +157,30 @@ pub(super) fn moved_table_locations(
             LocationMap::moved(metadata.location(), root)
         }
         _ => LocationMap::identity(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::local::LocalFileSystem;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn an_existing_object_is_ours_only_when_it_holds_our_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new());
+        let path = Path::from_absolute_path(dir.path().join("v2.metadata.json")).unwrap();
+        put_new(&store, &path, b"ours").await.unwrap();
+        // A retried create of the same bytes (the first attempt went through): success.
+        put_new(&store, &path, b"ours").await.unwrap();
+        // Another writer's bytes: the race is lost.
+        let lost = put_new(&store, &path, b"theirs").await;
+        assert!(
+            matches!(lost, Err(object_store::Error::AlreadyExists { .. })),
+            "{lost:?}"
+        );
+        let kept = store.get(&path).await.unwrap().bytes().await.unwrap();
+        assert_eq!(kept.as_ref(), b"ours");
     }
 }

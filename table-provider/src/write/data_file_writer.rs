@@ -4,14 +4,23 @@
 //! The table's write properties, as Iceberg Java reads them:
 //! `write.target-file-size-bytes` (512 MiB), `write.parquet.compression-codec` (zstd),
 //! `write.parquet.compression-level`, `write.parquet.row-group-size-bytes` (128 MiB),
-//! `write.parquet.page-size-bytes` (1 MiB), `write.data.path` (`<location>/data`), and the
+//! `write.parquet.page-size-bytes` (1 MiB), `write.parquet.page-row-limit` (20,000),
+//! `write.parquet.dict-size-bytes` (2 MiB), `write.data.path` (`<location>/data`), and the
 //! metrics configuration ([`super::metrics::MetricsConfig`]).
+//!
+//! Each file decides on its first rows which columns it writes without a dictionary
+//! ([`super::dictionary`]). A partitioned write hands each partition's writer a few rows of each
+//! input batch; the writer gathers them until it has [`BATCH_ROWS`] rows (or
+//! [`WRITER_BUFFER_BYTES`], or all writers of the statement hold [`WRITE_BUFFER_BYTES`]) and
+//! gives the Parquet writer and the metrics one batch: per-call costs are paid per 8k rows, not
+//! per slice of an input batch.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::cast;
+use arrow::compute::{cast, concat_batches};
 use arrow::datatypes::SchemaRef;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, PartitionSpec, Schema, Struct,
@@ -22,6 +31,7 @@ use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 use uuid::Uuid;
 
+use super::dictionary::plain_columns;
 use super::metrics::{MetricsCollector, MetricsConfig};
 use super::partition_path::partition_path;
 use super::tracker::WriteTracker;
@@ -32,6 +42,18 @@ use crate::io::TableIo;
 const DEFAULT_TARGET_FILE_SIZE: u64 = 512 * 1024 * 1024;
 /// Iceberg's default row-group size.
 const DEFAULT_ROW_GROUP_BYTES: usize = 128 * 1024 * 1024;
+/// Iceberg's default `write.parquet.dict-size-bytes`.
+const DEFAULT_DICTIONARY_BYTES: usize = 2 * 1024 * 1024;
+/// Iceberg's default `write.parquet.page-row-limit`.
+const DEFAULT_PAGE_ROWS: usize = 20_000;
+
+/// A writer gathers rows until it has this many (DataFusion's batch size), then writes them as
+/// one batch.
+pub const BATCH_ROWS: usize = 8192;
+/// ... or until the rows it gathers take this much memory.
+pub const WRITER_BUFFER_BYTES: usize = 8 * 1024 * 1024;
+/// ... or until the rows all writers of one write gather take this much memory.
+pub const WRITE_BUFFER_BYTES: usize = 64 * 1024 * 1024;
 
 /// How one write (one statement) writes data files of one table.
 #[derive(Debug)]
@@ -49,6 +71,8 @@ pub struct WriteSettings {
     /// Every file this write started and the writer tasks still running, so a failed statement
     /// can delete them all (the writer tasks that finished as well as the one that failed).
     tracker: Arc<WriteTracker>,
+    /// The memory of the rows all writers of this write have gathered and not written yet.
+    buffered: AtomicUsize,
 }
 
 impl WriteSettings {
@@ -80,6 +104,11 @@ impl WriteSettings {
             DEFAULT_ROW_GROUP_BYTES as u64,
         )? as usize;
         let page_bytes = number("write.parquet.page-size-bytes", 1024 * 1024)? as usize;
+        let page_rows = number("write.parquet.page-row-limit", DEFAULT_PAGE_ROWS as u64)? as usize;
+        let dictionary_bytes = number(
+            "write.parquet.dict-size-bytes",
+            DEFAULT_DICTIONARY_BYTES as u64,
+        )? as usize;
         let codec = props
             .get("write.parquet.compression-codec")
             .map_or("zstd", String::as_str);
@@ -97,6 +126,8 @@ impl WriteSettings {
             .set_compression(compression)
             .set_max_row_group_bytes(Some(row_group_bytes.max(1)))
             .set_data_page_size_limit(page_bytes.max(1))
+            .set_data_page_row_count_limit(page_rows.max(1))
+            .set_dictionary_page_size_limit(dictionary_bytes.max(1))
             .set_coerce_types(true)
             .set_created_by(format!("petrel {}", env!("CARGO_PKG_VERSION")))
             .build();
@@ -118,6 +149,7 @@ impl WriteSettings {
             parquet,
             write_id: Uuid::new_v4(),
             tracker: Arc::default(),
+            buffered: AtomicUsize::new(0),
         })
     }
 
@@ -207,6 +239,10 @@ struct OpenFile {
 /// Writes the rows of one partition (of one writer task) as data files, starting a new file
 /// whenever the current one reaches the target size.
 pub struct RollingFileWriter {
+    /// Rows gathered and not written yet (in the writer's schema), their count and memory.
+    pending: Vec<RecordBatch>,
+    pending_rows: usize,
+    pending_bytes: usize,
     settings: Arc<WriteSettings>,
     io: TableIo,
     partition: Struct,
@@ -242,6 +278,9 @@ impl RollingFileWriter {
             format!("{}/{relative}", settings.data_location)
         };
         Ok(Self {
+            pending: Vec::new(),
+            pending_rows: 0,
+            pending_bytes: 0,
             settings,
             io,
             partition,
@@ -253,24 +292,71 @@ impl RollingFileWriter {
         })
     }
 
-    /// Writes `batch` (rows of this writer's partition, in the table's Arrow schema).
+    /// Writes `batch` (rows of this writer's partition, in the table's Arrow schema): gathers
+    /// it with the rows before it until there are enough to write.
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
         let batch = self.conform(batch)?;
+        if self.pending.is_empty() && batch.num_rows() >= BATCH_ROWS {
+            return self.write_to_file(&batch).await;
+        }
+        let bytes = batch.get_array_memory_size();
+        self.pending_rows += batch.num_rows();
+        self.pending_bytes += bytes;
+        self.pending.push(batch);
+        let all = self.settings.buffered.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if self.pending_rows >= BATCH_ROWS
+            || self.pending_bytes >= WRITER_BUFFER_BYTES
+            || all >= WRITE_BUFFER_BYTES
+        {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the gathered rows.
+    async fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        self.release_pending();
+        let batch = match <[RecordBatch; 1]>::try_from(pending) {
+            Ok([one]) => one,
+            Err(pending) => concat_batches(&self.settings.arrow_schema, &pending)?,
+        };
+        self.write_to_file(&batch).await
+    }
+
+    /// Forgets the memory of the gathered rows (written or given up).
+    fn release_pending(&mut self) {
+        self.settings
+            .buffered
+            .fetch_sub(self.pending_bytes, Ordering::Relaxed);
+        self.pending_bytes = 0;
+        self.pending_rows = 0;
+    }
+
+    /// Writes `batch` to the open file (a new one if none is open), and finishes the file when
+    /// it reaches the target size.
+    async fn write_to_file(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
         if self.open.is_none() {
-            self.open = Some(self.start_file()?);
+            self.open = Some(self.start_file(batch)?);
         }
         let Some(file) = self.open.as_mut() else {
             return Ok(());
         };
         let table = &self.settings.table;
         file.writer
-            .write(&batch)
+            .write(batch)
             .await
             .map_err(|e| write_error(table, &file.location, e))?;
-        file.metrics.update(&batch)?;
+        file.metrics.update(batch)?;
         file.rows += batch.num_rows() as u64;
         let size = (file.writer.bytes_written() + file.writer.in_progress_size()) as u64;
         if size >= self.settings.target_file_size {
@@ -279,15 +365,18 @@ impl RollingFileWriter {
         Ok(())
     }
 
-    /// Finishes the open file and returns every data file written.
+    /// Writes the gathered rows, finishes the open file and returns every data file written.
     pub async fn close(mut self) -> Result<Vec<DataFile>> {
+        self.flush().await?;
         self.finish_file().await?;
-        Ok(self.written)
+        Ok(std::mem::take(&mut self.written))
     }
 
-    /// Gives up the open file: its upload is aborted, so no part of it is left in the store
-    /// (the files already finished are the tracker's to delete).
+    /// Gives up the gathered rows and the open file: its upload is aborted, so no part of it is
+    /// left in the store (the files already finished are the tracker's to delete).
     pub async fn abort(mut self) {
+        self.pending.clear();
+        self.release_pending();
         if let Some(file) = self.open.take() {
             // Best effort: an upload that cannot be aborted leaves at most an unreferenced
             // staging object.
@@ -318,7 +407,9 @@ impl RollingFileWriter {
             .map_err(|e| Error::InvalidArgument(format!("table {}: {e}", self.settings.table)))
     }
 
-    fn start_file(&mut self) -> Result<OpenFile> {
+    /// Starts a file whose first rows are `first`: the columns whose dictionary does not pay on
+    /// them are written without one.
+    fn start_file(&mut self, first: &RecordBatch) -> Result<OpenFile> {
         self.count += 1;
         let location = format!(
             "{}/{:05}-{}-{:05}.parquet",
@@ -326,10 +417,20 @@ impl RollingFileWriter {
         );
         self.settings.tracker.record_started(location.clone());
         let (store, _, path) = self.io.resolve(&location)?;
+        let mut properties = self.settings.parquet.clone();
+        let plain = plain_columns(first);
+        if !plain.is_empty() {
+            properties = plain
+                .into_iter()
+                .fold(properties.into_builder(), |builder, column| {
+                    builder.set_column_dictionary_enabled(column, false)
+                })
+                .build();
+        }
         let writer = AsyncArrowWriter::try_new(
             ParquetObjectWriter::new(store, path),
             Arc::clone(&self.settings.arrow_schema),
-            Some(self.settings.parquet.clone()),
+            Some(properties),
         )
         .map_err(|e| write_error(&self.settings.table, &location, e))?;
         let metrics = MetricsCollector::new(
@@ -384,6 +485,13 @@ impl RollingFileWriter {
     }
 }
 
+impl Drop for RollingFileWriter {
+    fn drop(&mut self) {
+        // A writer dropped with rows gathered (its task failed) gives their memory back.
+        self.release_pending();
+    }
+}
+
 /// A failed Parquet write, naming the table and file.
 fn write_error(table: &str, location: &str, e: parquet::errors::ParquetError) -> Error {
     Error::WriteFailed {
@@ -405,4 +513,144 @@ fn column_sizes(footer: &parquet::file::metadata::ParquetMetaData) -> HashMap<i3
         }
     }
     sizes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use arrow::array::{Int32Array, Int64Array, StringArray};
+    use iceberg::spec::{
+        FormatVersion, NestedField, PrimitiveType, SortOrder, TableMetadataBuilder, Type,
+    };
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    use super::*;
+    use crate::io::{LocationMap, StoreRegistry};
+    use crate::spec::iceberg_schema_to_arrow;
+
+    /// Writes `slices` (ids `start..end` each; `k = id % 10`, `s = "name-" + id`) through one
+    /// writer of an unpartitioned table with `properties`, and returns the settings and files.
+    async fn write_slices(
+        dir: &std::path::Path,
+        properties: &[(&str, &str)],
+        slices: &[std::ops::Range<i64>],
+    ) -> (Arc<WriteSettings>, Vec<DataFile>) {
+        let schema = Schema::builder()
+            .with_fields(vec![
+                NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+                NestedField::optional(2, "k", Type::Primitive(PrimitiveType::Int)).into(),
+                NestedField::optional(3, "s", Type::Primitive(PrimitiveType::String)).into(),
+            ])
+            .build()
+            .unwrap();
+        let spec = PartitionSpec::builder(schema.clone()).build().unwrap();
+        let metadata = TableMetadataBuilder::new(
+            schema.clone(),
+            spec,
+            SortOrder::unsorted_order(),
+            dir.to_str().unwrap().to_string(),
+            FormatVersion::V2,
+            properties
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<HashMap<_, _>>(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+        let arrow_schema = Arc::new(iceberg_schema_to_arrow(&schema).unwrap());
+        let settings =
+            Arc::new(WriteSettings::new("db.t", &metadata, Arc::clone(&arrow_schema)).unwrap());
+        let io = TableIo::new(StoreRegistry::default(), LocationMap::identity());
+        let mut writer =
+            RollingFileWriter::new(Arc::clone(&settings), io, Struct::empty(), 0).unwrap();
+        for ids in slices {
+            let batch = RecordBatch::try_new(
+                Arc::clone(&arrow_schema),
+                vec![
+                    Arc::new(Int64Array::from_iter_values(ids.clone())),
+                    Arc::new(Int32Array::from_iter_values(
+                        ids.clone().map(|i| (i % 10) as i32),
+                    )),
+                    Arc::new(StringArray::from_iter_values(
+                        ids.clone().map(|i| format!("name-{i:06}")),
+                    )),
+                ],
+            )
+            .unwrap();
+            writer.write(&batch).await.unwrap();
+        }
+        (settings, writer.close().await.unwrap())
+    }
+
+    fn footer(file: &DataFile) -> SerializedFileReader<std::fs::File> {
+        SerializedFileReader::new(std::fs::File::open(file.file_path()).unwrap()).unwrap()
+    }
+
+    /// The `id` values of a file, read back in order.
+    fn ids(file: &DataFile) -> Vec<i64> {
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(file.file_path()).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        reader
+            .flat_map(|b| {
+                let b = b.unwrap();
+                let ids = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                ids.values().to_vec()
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn small_slices_are_gathered_and_unique_columns_written_plain() {
+        let dir = tempfile::tempdir().unwrap();
+        // 120 slices of 82 rows: one file, rows in order, exact counts.
+        let slices: Vec<_> = (0..120i64).map(|n| n * 82..(n + 1) * 82).collect();
+        let (settings, files) = write_slices(dir.path(), &[], &slices).await;
+        assert_eq!(settings.buffered.load(Ordering::Relaxed), 0);
+        assert_eq!(files.len(), 1);
+        let file = &files[0];
+        assert_eq!(file.record_count(), 120 * 82);
+        assert_eq!(file.value_counts()[&1], 120 * 82);
+        assert_eq!(ids(file), (0..120 * 82).collect::<Vec<_>>());
+        let reader = footer(file);
+        let metadata = reader.metadata();
+        // The Parquet writer got the rows in batches of at least 8,192 rows.
+        assert_eq!(metadata.num_row_groups(), 1);
+        let group = metadata.row_group(0);
+        let dictionary = |name: &str| {
+            let column = group
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == name)
+                .unwrap();
+            column.dictionary_page_offset().is_some()
+        };
+        // `id` and `s` are unique: no dictionary; `k` has 10 values: a dictionary.
+        assert!(!dictionary("id"));
+        assert!(!dictionary("s"));
+        assert!(dictionary("k"));
+    }
+
+    #[tokio::test]
+    async fn gathered_rows_still_roll_at_the_target_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let slices: Vec<_> = (0..300i64).map(|n| n * 100..(n + 1) * 100).collect();
+        let (_, files) = write_slices(
+            dir.path(),
+            &[("write.target-file-size-bytes", "1")],
+            &slices,
+        )
+        .await;
+        // Each file is one batch of gathered rows: 8,200 rows (82 slices), the rest last.
+        let counts: Vec<u64> = files.iter().map(DataFile::record_count).collect();
+        assert_eq!(counts, vec![8200, 8200, 8200, 5400]);
+        let read: Vec<i64> = files.iter().flat_map(ids).collect();
+        assert_eq!(read, (0..30_000).collect::<Vec<_>>());
+    }
 }

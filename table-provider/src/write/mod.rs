@@ -1,6 +1,8 @@
 //! Writing Iceberg data files: what a writer computes for each file it writes.
 //!
 //! - [`data_file_writer`]: one partition's rows as rolling Parquet files with exact metrics.
+//! - [`dictionary`]: which columns a data file writes without a dictionary (parquet-mr's test,
+//!   on the file's first rows).
 //! - [`position_deletes`]: position-delete files (format 2): `(file_path, pos)` rows in Parquet,
 //!   with the metrics and `referenced_data_file` Iceberg Java writes.
 //! - [`deletion_vector`]: deletion vectors (format 3): `deletion-vector-v1` blobs in one Puffin
@@ -19,6 +21,7 @@
 
 pub mod data_file_writer;
 pub mod deletion_vector;
+pub mod dictionary;
 pub mod equality_deletes;
 pub mod metrics;
 pub mod partition_path;

@@ -46,6 +46,7 @@ use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use iceberg::spec::{NameMapping, Transform};
 
 use crate::catalog::{Catalog, LoadedTable, RefKind};
+use crate::commit::TableReplacement;
 use crate::deletes::{
     EqualityGroup, FileDeletes, MergeOnRead, cached_equality_positions, key_type,
 };
@@ -56,7 +57,8 @@ use crate::plan::{
 };
 use crate::scan::{
     FILE_PATH_COLUMN, FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory,
-    NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, metadata_statistics, partitioned_file,
+    NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, ScanRecipe, metadata_statistics,
+    partitioned_file,
 };
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 use crate::write::data_file_writer::WriteSettings;
@@ -84,6 +86,9 @@ pub struct IcebergTableProvider {
     /// For a row-level write: the filters its positional scans of the whole table were planned
     /// with, shared by this provider's clones ([`Self::recording_read_filter`]).
     read_filters: Option<Arc<std::sync::Mutex<Vec<Predicate>>>>,
+    /// For a replacement ([`Self::replacing`]): the table before it (`table` is the replacement
+    /// staged on it) and what replaces it.
+    replacement: Option<(LoadedTable, Arc<TableReplacement>)>,
 }
 
 impl IcebergTableProvider {
@@ -123,7 +128,27 @@ impl IcebergTableProvider {
             only_files: None,
             upsert: false,
             read_filters: None,
+            replacement: None,
         })
+    }
+
+    /// The table replaced by `replacement` (see [`crate::commit::replace`]): a provider over the
+    /// replacement staged on this table (its new schema, no rows), whose INSERT commits the
+    /// replacement and the rows inserted as one new version of the table (an empty INSERT
+    /// leaves it empty). Needs this provider to read the table's current state.
+    pub fn replacing(&self, replacement: TableReplacement) -> Result<Self> {
+        if !self.reads_current() {
+            return Err(Error::InvalidArgument(format!(
+                "table {}: only the table itself can be replaced, not a snapshot, branch or tag",
+                self.table.ident()
+            )));
+        }
+        let staged = replacement.stage(&self.table)?;
+        let mut provider =
+            Self::try_new(staged, SnapshotSelector::Current, Arc::clone(&self.planner))?;
+        provider.catalog = self.catalog.clone();
+        provider.replacement = Some((self.table.clone(), Arc::new(replacement)));
+        Ok(provider)
     }
 
     /// This table (same snapshot) as a positional scan: its columns, then
@@ -380,7 +405,10 @@ impl TableProvider for IcebergTableProvider {
             }
         };
         let metadata = self.table.metadata();
-        let upsert = self.upserts();
+        let upsert = self.upserts() && self.replacement.is_none();
+        if self.replacement.is_some() && mode != WriteMode::Append {
+            return refuse("a table replacement only inserts (INSERT INTO)".into());
+        }
         let mode = match mode {
             WriteMode::Append if upsert => WriteMode::Upsert,
             WriteMode::OverwritePartitions if upsert => {
@@ -425,6 +453,10 @@ impl TableProvider for IcebergTableProvider {
             mode,
             settings,
         );
+        let commit = match &self.replacement {
+            Some((base, replacement)) => commit.replacing(base.clone(), Arc::clone(replacement)),
+            None => commit,
+        };
         Ok(Arc::new(match &branch {
             Some(branch) => commit.with_branch(branch),
             None => commit,
@@ -459,8 +491,28 @@ impl TableProvider for IcebergTableProvider {
             }
             plan.partitions.retain(|tasks| !tasks.is_empty());
         }
-        self.scan_planned(state, plan, projection, filters, limit, true)
-            .await
+        let scan = self
+            .scan_planned(state, &plan, projection, filters, limit, true)
+            .await?;
+        // The recipe takes the plan itself (its tasks are not copied).
+        let recipe = ScanRecipe::new(
+            &self.table,
+            &self.selector,
+            plan,
+            projection,
+            filters,
+            limit,
+            positional,
+        );
+        Ok(with_recipe(scan, recipe))
+    }
+}
+
+/// `scan` (an [`IcebergScanExec`]) remembering the recipe it was built from.
+fn with_recipe(scan: Arc<dyn ExecutionPlan>, recipe: ScanRecipe) -> Arc<dyn ExecutionPlan> {
+    match scan.as_any().downcast_ref::<IcebergScanExec>() {
+        Some(exec) => Arc::new(exec.with_recipe(recipe)),
+        None => scan,
     }
 }
 
@@ -477,7 +529,7 @@ impl IcebergTableProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        self.scan_planned(state, plan, projection, filters, limit, false)
+        self.scan_planned(state, &plan, projection, filters, limit, false)
             .await
     }
 
@@ -485,7 +537,7 @@ impl IcebergTableProvider {
     async fn scan_planned(
         &self,
         state: &dyn Session,
-        plan: ScanPlan,
+        plan: &ScanPlan,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         limit: Option<usize>,
@@ -500,7 +552,7 @@ impl IcebergTableProvider {
         };
         let projected_schema = Arc::new(full_schema.project(&requested)?);
         let statistics = if statistics {
-            self.exact_statistics(&plan, filters, limit, &requested)
+            self.exact_statistics(plan, filters, limit, &requested)
                 .await?
         } else {
             None
@@ -515,12 +567,12 @@ impl IcebergTableProvider {
         if plan.partitions.is_empty() {
             let empty: Arc<dyn ExecutionPlan> = Arc::new(EmptyExec::new(projected_schema));
             return Ok(Arc::new(
-                IcebergScanExec::new(empty, table_name, plan.snapshot_id, plan.metrics)
+                IcebergScanExec::new(empty, table_name, plan.snapshot_id, plan.metrics.clone())
                     .with_statistics(statistics),
             ));
         }
 
-        let mut deletes = MergeLayout::new(&plan, &self.arrow_schema, &projection, positional);
+        let mut deletes = MergeLayout::new(plan, &self.arrow_schema, &projection, positional);
         // Equality deletes an earlier scan turned into positions (all of them, or none): the
         // scan reads neither their key columns nor probes their sets.
         let cached_equality = (!positional && !deletes.groups.is_empty())
@@ -591,14 +643,20 @@ impl IcebergTableProvider {
         };
         let runtime = state.runtime_env();
         // DataFusion looks the store up by its URL when the scan opens files: an object
-        // store's bucket is registered here (the local store always is).
-        if let Some(store) = scan_store
-            && store_url != datafusion::execution::object_store::ObjectStoreUrl::local_filesystem()
-        {
-            runtime.register_object_store(store_url.as_ref(), store);
-        }
+        // store's bucket is registered here (the local store always is). The readers get this
+        // table's own store, not the registry's entry for the URL: two tables of one bucket
+        // may have different (vended) credentials, and another scan may register in between.
+        let local =
+            store_url == datafusion::execution::object_store::ObjectStoreUrl::local_filesystem();
+        let reader_store = match scan_store {
+            Some(store) if !local => {
+                runtime.register_object_store(store_url.as_ref(), Arc::clone(&store));
+                store
+            }
+            _ => runtime.object_store(&store_url)?,
+        };
         let readers = CachedParquetFileReaderFactory::new(
-            runtime.object_store(&store_url)?,
+            reader_store,
             runtime.cache_manager.get_file_metadata_cache(),
         );
         let nan_free = Arc::new(nan_free);
@@ -690,7 +748,7 @@ impl IcebergTableProvider {
                 input,
                 table_name,
                 plan.snapshot_id,
-                plan.metrics,
+                plan.metrics.clone(),
                 metrics,
                 merge,
             )

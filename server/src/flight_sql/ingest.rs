@@ -21,7 +21,7 @@
 //! |-----------------|----------------------|------------------------------------|
 //! | `create`        | Create               | Fail (ALREADY_EXISTS)              |
 //! | `append`        | Fail (NOT_FOUND)     | Append                             |
-//! | `replace`       | Create               | Replace: drop, then create         |
+//! | `replace`       | Create               | Replace (one commit, history kept) |
 //! | `create_append` | Create               | Append                             |
 //!
 //! The protocol's remaining combination, FAIL / REPLACE, replaces a table that exists and fails
@@ -42,19 +42,19 @@
 //! INVALID_ARGUMENT naming the column and the table, found before anything is written; a
 //! failure while writing deletes the files already written. Either way nothing is committed.
 //!
-//! **Replace** is ADBC's drop-and-recreate, not an atomic swap: after the upload's schema has
-//! been converted (so a schema the table could not hold fails before anything is dropped), the
-//! old table is dropped **without purge** and a new one is created at the default location. The
-//! old table's files are left where they are because a reader may be scanning them at that
-//! moment (a planned query holds data-file paths, not the table): purging would fail those
-//! queries mid-scan, and the space is reclaimed by a later `DROP TABLE … PURGE` of the new
-//! table, whose location is the same directory, or by orphan-file cleanup. Two consequences to
-//! know: the filesystem catalog's tables *are* their directories, so there dropping deletes the
-//! old files anyway (Iceberg's Hadoop layout; readers of the old version fail); and an upload
-//! that fails after the drop leaves no table (the new one is dropped, its own metadata file
-//! deleted). An atomic replace — the new schema and the first snapshot committed as one new
-//! metadata version of the same table, keeping its history — needs the commit loop to re-apply
-//! a schema change on retry, which it does not do yet.
+//! **Replace** replaces the table in one commit, as Iceberg's `REPLACE TABLE … AS SELECT`
+//! (Java's `newReplaceTableTransaction`; see `petrel_table_provider::commit::replace`): the
+//! table keeps its uuid, location, properties, snapshots and history; the upload's schema
+//! becomes its current schema (a schema id of its own unless an earlier schema of the table is
+//! the same; a column whose name the current schema has keeps that column's field id, the
+//! others get fresh ids above `last-column-id`, as Java's `buildReplacement` assigns them), the unpartitioned spec and the unsorted order become current, and the
+//! upload's rows are the first snapshot of the `main` branch (no parent: its totals count only
+//! them) — all in the same new metadata version, through the commit loop. Nothing is dropped
+//! or recreated: older snapshots stay readable by time travel (with their own schema), and an
+//! upload or write that fails leaves the table exactly as it was (no commit, the files written
+//! deleted). Readers scanning the old version meanwhile keep reading its files. An empty upload
+//! commits an empty snapshot (the table is then empty, with the new schema). `upsert=true` is
+//! refused with replace (INVALID_ARGUMENT).
 //!
 //! **Upserts.** The command option `upsert=true` (in `CommandStatementIngest.options`; `false`
 //! is the default, any other value is INVALID_ARGUMENT) makes the ingest an upsert, as a table
@@ -92,6 +92,7 @@ use futures::{StreamExt, TryStreamExt};
 use petrel_table_provider::Error as TableError;
 use petrel_table_provider::IcebergTableProvider;
 use petrel_table_provider::catalog::{Catalog, LoadedTable, Namespace, TableIdent};
+use petrel_table_provider::commit::TableReplacement;
 use petrel_table_provider::ddl::default_table_metadata;
 use petrel_table_provider::spec::arrow_schema_to_iceberg;
 use tonic::Status;
@@ -116,7 +117,7 @@ struct Mode {
 enum IfExists {
     Fail,
     Append,
-    /// Drop it, then create it.
+    /// Replace it (new schema, the upload its only rows) in one commit that keeps its history.
     Replace,
 }
 
@@ -194,8 +195,17 @@ pub(crate) async fn ingest(
         let target = Target::resolve(engine, &ctx, &cmd)?;
         description = format!("bulk ingest ({}) into {}", mode.name(), target.display());
         let upload = Upload::open(stream).await.map_err(|s| target.name_in(s))?;
-        let prepared = target.prepare(mode, &upload.schema).await?;
-        let written = match plan_ingest(&ctx, &target, upload, upsert).await {
+        let mut prepared = target.prepare(mode, &upload.schema).await?;
+        let replacement = prepared.take_replacement();
+        if replacement.is_some() && upsert {
+            return Err(Status::invalid_argument(format!(
+                "bulk ingest into {}: upsert=true cannot be combined with mode {} (a replaced \
+                 table has no rows to upsert)",
+                target.display(),
+                mode.name()
+            )));
+        }
+        let written = match plan_ingest(&ctx, &target, upload, upsert, replacement).await {
             Ok(frame) => {
                 logged = true;
                 engine.run_write(frame, &query_id, user, &description).await
@@ -363,7 +373,7 @@ impl Target {
                 )));
             }
             return match self.create(schema).await {
-                Ok(table) => Ok(Prepared::Created { table, purge: true }),
+                Ok(_) => Ok(Prepared::Created),
                 // Another writer created it meanwhile: append to theirs.
                 Err(e)
                     if mode.if_exists == IfExists::Append
@@ -382,31 +392,29 @@ impl Target {
             ))),
             IfExists::Append => Ok(Prepared::Existing),
             IfExists::Replace => {
-                // Everything that can be refused is checked before the old table goes.
-                let (iceberg, location) = self.new_schema_and_location(schema).await?;
-                self.catalog
-                    .drop_table(&self.ident, false)
-                    .await
-                    .map_err(|e| self.status(&e))?;
-                let table = self.register(iceberg, location).await?;
-                Ok(Prepared::Created {
-                    table,
-                    purge: false,
-                })
+                let iceberg = self.new_schema(schema)?;
+                Ok(Prepared::Replacing(Some(Box::new(
+                    TableReplacement::unpartitioned(iceberg),
+                ))))
             }
         }
+    }
+
+    /// The upload's schema as an Iceberg schema (fresh field ids).
+    fn new_schema(&self, schema: &SchemaRef) -> Result<iceberg::spec::Schema, Status> {
+        arrow_schema_to_iceberg(schema).map_err(|e| {
+            Status::invalid_argument(format!(
+                "bulk ingest cannot create table {} from the uploaded schema: {e}",
+                self.display()
+            ))
+        })
     }
 
     async fn new_schema_and_location(
         &self,
         schema: &SchemaRef,
     ) -> Result<(iceberg::spec::Schema, String), Status> {
-        let iceberg = arrow_schema_to_iceberg(schema).map_err(|e| {
-            Status::invalid_argument(format!(
-                "bulk ingest cannot create table {} from the uploaded schema: {e}",
-                self.display()
-            ))
-        })?;
+        let iceberg = self.new_schema(schema)?;
         let location = self
             .catalog
             .default_table_location(&self.ident)
@@ -443,27 +451,33 @@ impl Target {
     }
 }
 
-/// What [`Target::prepare`] did, so that a failed write can be undone.
+/// What [`Target::prepare`] did or asks for, so that a failed write can be undone.
 enum Prepared {
     /// The table existed: a failed append commits nothing (the writers delete their files).
     Existing,
-    /// This ingest created the table (`purge`: no other table's files are at its location).
-    Created { table: LoadedTable, purge: bool },
+    /// The table exists and the write replaces it (taken by the plan: [`Self::take_replacement`]).
+    /// A failed replacement commits nothing, as a failed append.
+    Replacing(Option<Box<TableReplacement>>),
+    /// This ingest created the table: no other table's files are at its location.
+    Created,
 }
 
 impl Prepared {
+    /// The replacement the write is to commit, if the table is replaced.
+    fn take_replacement(&mut self) -> Option<TableReplacement> {
+        match self {
+            Prepared::Replacing(replacement) => replacement.take().map(|r| *r),
+            _ => None,
+        }
+    }
+
     /// Drops a table this ingest created, after its write failed.
     async fn undo(self, target: &Target) {
-        let Prepared::Created { table, purge } = self else {
+        let Prepared::Created = self else {
             return;
         };
-        if let Err(e) = target.catalog.drop_table(&target.ident, purge).await {
+        if let Err(e) = target.catalog.drop_table(&target.ident, true).await {
             tracing::warn!(table = %target.display(), error = %e, "dropping the table of a failed bulk ingest");
-        }
-        if !purge {
-            // A replaced table's directory keeps the old files: delete only what this ingest
-            // created (its writers already deleted their data files).
-            let _ = table.io().delete(table.metadata_location()).await;
         }
     }
 }
@@ -548,12 +562,14 @@ impl PartitionStream for OneShot {
     }
 }
 
-/// `INSERT INTO target SELECT <matched, cast columns> FROM upload`, as a plan.
+/// `INSERT INTO target SELECT <matched, cast columns> FROM upload`, as a plan; with a
+/// `replacement`, the insert goes into the table as replaced and commits the replacement.
 async fn plan_ingest(
     ctx: &SessionContext,
     target: &Target,
     upload: Upload,
     upsert: bool,
+    replacement: Option<TableReplacement>,
 ) -> Result<DataFrame, Status> {
     let mut provider = ctx
         .table_provider(target.reference())
@@ -564,7 +580,18 @@ async fn plan_ingest(
         .as_any()
         .downcast_ref::<IcebergTableProvider>()
         .cloned();
-    if let Some(iceberg) = iceberg {
+    if let Some(replacement) = replacement {
+        let Some(iceberg) = &iceberg else {
+            return Err(Status::internal(format!(
+                "bulk ingest into {}: the table to replace is not an Iceberg table",
+                target.display()
+            )));
+        };
+        let replaced = iceberg
+            .replacing(replacement)
+            .map_err(|e| target.status(&e))?;
+        provider = Arc::new(replaced);
+    } else if let Some(iceberg) = iceberg {
         if upsert {
             provider = Arc::new(iceberg.upsert());
         }

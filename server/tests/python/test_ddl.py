@@ -84,6 +84,8 @@ def test_read_only_refuses_ddl(tmp_path, start_petrel):
             cur.execute("CREATE SCHEMA iceberg.s")
             cur.fetchall()
         assert "read-only" in str(err.value)
+        with pytest.raises(adbc_driver_manager.Error, match="read-only"):
+            cur.execute("CREATE OR REPLACE TABLE iceberg.s.t AS SELECT 1 AS x")
     assert list(warehouse.iterdir()) == []
 
 
@@ -98,3 +100,39 @@ def test_embedded_default_creates_tables_beside_the_demo(tmp_path, start_petrel)
         cur.execute("SELECT count(*) FROM petrel.demo.sightings")
         assert cur.fetchall() == [(inserted,)]
     assert (tmp_path / "petrel-warehouse" / "demo" / "sightings" / "metadata").is_dir()
+
+
+def test_create_or_replace_table_keeps_history(tmp_path, start_petrel):
+    """`CREATE OR REPLACE TABLE … AS SELECT` over Flight SQL: one commit on the same table (uuid,
+    older snapshots kept), the new schema and spec current, PyIceberg reading the new rows now
+    and the old rows at the old snapshot; `REPLACE TABLE` of a missing table is named."""
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir()
+    server = start_petrel("--warehouse", str(warehouse))
+    with flight_sql.connect(server.uri, autocommit=True) as conn, conn.cursor() as cur:
+        for sql in [
+            "CREATE SCHEMA iceberg.db",
+            "CREATE TABLE iceberg.db.t (id BIGINT, name STRING)",
+            "INSERT INTO iceberg.db.t VALUES (1, 'a'), (2, 'b')",
+        ]:
+            cur.execute(sql)
+            cur.fetchall()
+        before = StaticTable.from_metadata(current_metadata(warehouse / "db" / "t"))
+        old_snapshot = before.current_snapshot().snapshot_id
+        cur.execute("CREATE OR REPLACE TABLE iceberg.db.t PARTITIONED BY (tag) AS "
+                    "SELECT upper(name) AS tag, id * 10 AS id FROM iceberg.db.t")
+        assert cur.fetchall() == [(2,)]
+        cur.execute("SELECT tag, id FROM iceberg.db.t ORDER BY id")
+        assert cur.fetchall() == [("A", 10), ("B", 20)]
+        cur.execute(f"SELECT * FROM iceberg.db.t FOR VERSION AS OF {old_snapshot} ORDER BY id")
+        assert cur.fetchall() == [(1, "a"), (2, "b")]
+        with pytest.raises(adbc_driver_manager.Error, match="does not exist"):
+            cur.execute("REPLACE TABLE iceberg.db.missing AS SELECT 1 AS x")
+    after = StaticTable.from_metadata(current_metadata(warehouse / "db" / "t"))
+    assert after.metadata.table_uuid == before.metadata.table_uuid
+    assert [(f.name, f.field_id) for f in after.schema().fields] == [("tag", 3), ("id", 1)]
+    assert [f.name for f in after.spec().fields] == ["tag"]
+    assert sorted(r["id"] for r in after.scan().to_arrow().to_pylist()) == [10, 20]
+    assert sorted(r["id"] for r in after.scan(snapshot_id=old_snapshot).to_arrow().to_pylist()) == [1, 2]
+    assert len(after.metadata.snapshots) == 2
+    assert not (warehouse / "db" / "missing").exists()

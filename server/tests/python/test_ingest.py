@@ -197,7 +197,7 @@ def test_every_mode_on_the_sql_catalog(lake):
             ingest(cur, "missing", SIMPLE, "append")
         assert ("w", "missing") not in catalog.list_tables("w")
 
-        # replace: a new table with the upload's schema and rows only.
+        # replace: the upload's schema and rows only, in one more snapshot of the same table.
         table_dir = catalog.load_table("w.t").location().removeprefix("file://")
         old_files = [f for f in files_under(table_dir) if f.endswith(".parquet")]
         replacement = pa.table({"id": pa.array([10, 11], pa.int64()), "score": [0.5, None]})
@@ -205,9 +205,9 @@ def test_every_mode_on_the_sql_catalog(lake):
         assert petrel_rows(cur, "lake.w.t") == [{"id": 10, "score": 0.5}, {"id": 11, "score": None}]
         rows, snapshots = iceberg_rows(catalog, "w.t")
         assert rows == [{"id": 10, "score": 0.5}, {"id": 11, "score": None}]
-        assert snapshots == 1
+        assert snapshots == 5
         assert [f.name for f in catalog.load_table("w.t").schema().fields] == ["id", "score"]
-        # Dropped without purge: the old table's data files stay for readers still scanning them.
+        # The older snapshots still reference the old data files.
         assert old_files and all(os.path.exists(f) for f in old_files)
 
         # replace of a missing table creates it.
@@ -287,8 +287,7 @@ def test_failed_create_leaves_no_table(lake, tmp_path):
 
 def test_failed_write_after_create_drops_the_new_table(lake, tmp_path):
     """A write that fails after its table was created (a null in a NOT NULL column) leaves no
-    table; after a replace the old table is gone too (ADBC's drop-and-recreate), its files are
-    kept and the new table's metadata file is deleted."""
+    table and no files; a replace that fails the same way leaves the old table as it was."""
     catalog, start = lake
     server = start()
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
@@ -308,9 +307,183 @@ def test_failed_write_after_create_drops_the_new_table(lake, tmp_path):
         before = files_under(location)
         with pytest.raises(adbc_driver_manager.Error, match="(?i)null"):
             ingest(cur, "old", bad(), "replace")
-    assert sorted(t[1] for t in catalog.list_tables("w")) == []
+        assert petrel_rows(cur, "lake.w.old") == SIMPLE.to_pylist()
+    assert sorted(t[1] for t in catalog.list_tables("w")) == ["old"]
     assert files_under(tmp_path / "w" / "fresh") == []
     assert files_under(location) == before
+
+def old_table_state(catalog, name):
+    """What a failed replace must leave unchanged: metadata file, uuid, snapshots, schema."""
+    table = catalog.load_table(name)
+    return (
+        table.metadata_location,
+        str(table.metadata.table_uuid),
+        [s.snapshot_id for s in table.metadata.snapshots],
+        table.schema().model_dump_json(),
+    )
+
+
+def test_replace_keeps_identity_and_history(lake):
+    """`replace` with a different schema is one commit on the same table, as Iceberg's REPLACE
+    TABLE AS SELECT: the new schema and rows are current for Petrel and PyIceberg, the uuid,
+    location and older snapshots stay, and time travel to an old snapshot reads its rows with
+    its schema. The model of the field ids is Iceberg Java's `buildReplacement`
+    (`TypeUtil.assignFreshIds`): a name of the current schema keeps its id, new names get ids
+    above `last-column-id`."""
+    catalog, start = lake
+    server = start()
+    with connect(server) as conn, conn.cursor() as cur:
+        assert ingest(cur, "r", SIMPLE, "create") == 3
+        assert ingest(cur, "r", pa.table({"id": pa.array([4], pa.int64()), "name": ["d"]}),
+                      "append") == 1
+        before = catalog.load_table("w.r")
+        old_ids = [h.snapshot_id for h in before.history()]
+        first, second = old_ids
+        assert before.metadata.last_column_id == 2
+
+        replacement = pa.table({
+            "code": ["x", "y"],
+            "id": pa.array([10, 11], pa.int64()),
+            "score": pa.array([0.5, None], pa.float64()),
+        })
+        assert ingest(cur, "r", replacement, "replace") == 2
+        expected = replacement.to_pylist()
+        assert petrel_rows(cur, "lake.w.r") == expected
+        cur.execute("SELECT * FROM lake.w.r ORDER BY id")
+        assert cur.fetch_arrow_table().schema.names == ["code", "id", "score"]
+
+        after = catalog.load_table("w.r")
+        assert sorted(after.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == expected
+        assert [(f.name, f.field_id) for f in after.schema().fields] == [
+            ("code", 3), ("id", 1), ("score", 4)]
+        assert after.metadata.last_column_id == 4
+        assert after.schema().schema_id == 1
+        assert sorted(s.schema_id for s in after.metadata.schemas) == [0, 1]
+        assert after.metadata.default_spec_id == 0 and list(after.spec().fields) == []
+        # Same table: uuid, location, properties; one more metadata version logged.
+        assert after.metadata.table_uuid == before.metadata.table_uuid
+        assert after.location() == before.location()
+        assert after.properties == before.properties
+        assert before.metadata_location in [m.metadata_file for m in after.metadata.metadata_log]
+        # History: the old snapshots, then the new one, which has no parent.
+        snapshots = after.metadata.snapshots
+        assert set(old_ids) < {s.snapshot_id for s in snapshots} and len(snapshots) == 3
+        current = after.current_snapshot()
+        assert current.snapshot_id not in old_ids
+        assert current.parent_snapshot_id is None
+        assert current.schema_id == 1
+        assert current.summary["total-records"] == "2"
+        assert current.summary["added-records"] == "2"
+        assert [h.snapshot_id for h in after.history()] == [first, second, current.snapshot_id]
+
+        # Time travel to the old snapshots: their rows, with their schema.
+        cur.execute(f"SELECT * FROM lake.w.r FOR VERSION AS OF {second} ORDER BY id")
+        assert cur.fetch_arrow_table().to_pylist() == SIMPLE.to_pylist() + [{"id": 4, "name": "d"}]
+        cur.execute(f"SELECT * FROM lake.w.r FOR VERSION AS OF {first} ORDER BY id")
+        assert cur.fetch_arrow_table().to_pylist() == SIMPLE.to_pylist()
+        old = after.scan(snapshot_id=second).to_arrow().to_pylist()
+        assert sorted(old, key=lambda r: r["id"]) == SIMPLE.to_pylist() + [{"id": 4, "name": "d"}]
+
+        # Appending to the replaced table goes on from the new snapshot.
+        assert ingest(cur, "r", pa.table({"id": pa.array([12], pa.int64())}), "append") == 1
+        assert petrel_rows(cur, "lake.w.r") == expected + [{"code": None, "id": 12, "score": None}]
+        latest = catalog.load_table("w.r").current_snapshot()
+        assert latest.parent_snapshot_id == current.snapshot_id
+        assert latest.summary["total-records"] == "3"
+
+        # A daily reload: replace with the schema the table has reuses it (no new schema id).
+        assert ingest(cur, "r", replacement.slice(0, 1), "replace") == 1
+        assert petrel_rows(cur, "lake.w.r") == expected[:1]
+        reloaded = catalog.load_table("w.r")
+        assert reloaded.schema().schema_id == 1 and len(reloaded.metadata.schemas) == 2
+        assert len(reloaded.metadata.snapshots) == 5
+        assert reloaded.current_snapshot().parent_snapshot_id is None
+
+
+def aborted_upload():
+    """A stream the client gives up on after its first batch (the reader raises)."""
+    schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+    def batches():
+        yield pa.record_batch([pa.array([100], pa.int64()), pa.array(["new"])], schema=schema)
+        raise RuntimeError("client gave up")
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def null_in_required_upload():
+    """A new schema whose second batch puts a null into its NOT NULL column."""
+    schema = pa.schema([pa.field("k", pa.string(), nullable=False), pa.field("v", pa.int32())])
+    good = pa.record_batch([pa.array(["a"] * 1000), pa.array(range(1000), pa.int32())], schema=schema)
+    null = pa.record_batch([pa.array([None], pa.string()), pa.array([1], pa.int32())], schema=schema)
+    return pa.RecordBatchReader.from_batches(schema, iter([good, good, null]))
+
+
+@pytest.mark.parametrize(
+    "upload, message",
+    [(aborted_upload, "(?i)client gave up|cancel|abort|stream"),
+     (null_in_required_upload, "(?i)null")],
+    ids=["client-aborts", "null-in-required"],
+)
+def test_failed_replace_changes_nothing(lake, upload, message):
+    """A replace whose upload fails midway leaves the table exactly as it was: same metadata
+    file, uuid, snapshots, schema and rows for Petrel and PyIceberg, and no file added under
+    the table's directory."""
+    catalog, start = lake
+    server = start()
+    with connect(server) as conn, conn.cursor() as cur:
+        assert ingest(cur, "keep", SIMPLE, "create") == 3
+        state = old_table_state(catalog, "w.keep")
+        location = catalog.load_table("w.keep").location().removeprefix("file://")
+        before = files_under(location)
+        with pytest.raises(Exception, match=message):
+            ingest(cur, "keep", upload(), "replace")
+    assert old_table_state(catalog, "w.keep") == state
+    assert files_under(location) == before
+    assert iceberg_rows(catalog, "w.keep") == (SIMPLE.to_pylist(), 1)
+    with connect(server) as conn, conn.cursor() as cur:
+        assert petrel_rows(cur, "lake.w.keep") == SIMPLE.to_pylist()
+        # The next commit goes on from the same base.
+        assert ingest(cur, "keep", pa.table({"id": pa.array([4], pa.int64())}), "append") == 1
+    assert old_table_state(catalog, "w.keep")[1] == state[1]
+    assert len(catalog.load_table("w.keep").metadata.snapshots) == 2
+    assert iceberg_rows(catalog, "w.keep")[0] == SIMPLE.to_pylist() + [{"id": 4, "name": None}]
+    after = files_under(location)
+    # The append added exactly its own files: one data file, manifest, manifest list, metadata.
+    added = sorted(set(after) - set(before))
+    assert set(before) <= set(after)
+    assert len([f for f in added if f.endswith(".parquet")]) == 1, added
+    assert len(added) == 4, added
+
+
+def test_failed_replace_on_the_filesystem_catalog_changes_nothing(tmp_path, start_petrel):
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir()
+    server = start_petrel("--warehouse", str(warehouse))
+    names = {"catalog_name": "iceberg", "db_schema_name": "db"}
+    with connect(server) as conn, conn.cursor() as cur:
+        cur.execute("CREATE SCHEMA iceberg.db")
+        cur.fetchall()
+        assert cur.adbc_ingest("t", SIMPLE, mode="create", **names) == 3
+        before = files_under(warehouse / "db" / "t")
+        with pytest.raises(adbc_driver_manager.Error, match="(?i)null"):
+            cur.adbc_ingest("t", null_in_required_upload(), mode="replace", **names)
+        assert files_under(warehouse / "db" / "t") == before
+        assert petrel_rows(cur, "iceberg.db.t") == SIMPLE.to_pylist()
+        replacement = pa.table({"k": ["a", "b"], "v": pa.array([1, 2], pa.int32())})
+        assert cur.adbc_ingest("t", replacement, mode="replace", **names) == 2
+        assert petrel_rows(cur, "iceberg.db.t", "k") == replacement.to_pylist()
+        cur.execute("SELECT snapshot_id FROM iceberg.db.t.snapshots ORDER BY committed_at")
+        snapshots = [r[0] for r in cur.fetchall()]
+        assert len(snapshots) == 2
+        cur.execute(f"SELECT * FROM iceberg.db.t FOR VERSION AS OF {snapshots[0]} ORDER BY id")
+        assert cur.fetch_arrow_table().to_pylist() == SIMPLE.to_pylist()
+    # v1 created the table, v2 the ingest's snapshot, v3 the replace (the failed one wrote none).
+    static = StaticTable.from_metadata(str(warehouse / "db" / "t" / "metadata" / "v3.metadata.json"))
+    assert [(f.name, f.field_id) for f in static.schema().fields] == [("k", 3), ("v", 4)]
+    assert sorted(static.scan().to_arrow().to_pylist(), key=lambda r: r["k"]) == replacement.to_pylist()
+    assert len(static.metadata.snapshots) == 2
+
 
 ROWS = 200_000
 BATCH = 10_000
@@ -386,14 +559,15 @@ def test_filesystem_warehouse_modes_read_back_with_static_table(tmp_path, start_
         assert [s["operation"] for s in seen["snapshots"]] == ["append", "append"]
         assert cur.adbc_ingest("t", pa.table({"x": [True]}), mode="replace", **names) == 1
         assert petrel_rows(cur, "iceberg.db.t", "x") == [{"x": True}]
-        # The filesystem catalog's table is its directory: the old versions went with the drop;
-        # the new table is v1 (created) and v2 (its one snapshot).
+        # The replace is one more version of the same table: v1 (created), v2 and v3 (the
+        # appends), v4 (the new schema and its first snapshot), with the older snapshots kept.
         versions = sorted(glob.glob(f"{warehouse}/db/t/metadata/v*.metadata.json"))
-        assert [os.path.basename(v) for v in versions] == ["v1.metadata.json", "v2.metadata.json"]
+        assert [os.path.basename(v) for v in versions] == [
+            f"v{i}.metadata.json" for i in range(1, 5)]
         metadata = versions[-1]
         static = StaticTable.from_metadata(metadata)
         assert static.scan().to_arrow().to_pylist() == [{"x": True}]
-        assert len(static.metadata.snapshots) == 1
+        assert len(static.metadata.snapshots) == 3
 
 
 def sql_info(server, ids):

@@ -32,6 +32,7 @@ use uuid::Uuid;
 
 use super::avro_out::{BufferWrite, MemoryOutput};
 use super::removal::{Removal, RemovedFile, filter_manifests};
+use super::replace::TableReplacement;
 use super::summary::{AddedFiles, is_deletion_vector, snapshot_summary};
 use super::validation::{RowDeltaCheck, validate_rewrite, validate_row_delta};
 use crate::catalog::LoadedTable;
@@ -130,6 +131,17 @@ pub struct SnapshotProducer {
     operation: Operation,
     /// The branch the snapshot is committed to (its parent is the branch's head).
     branch: String,
+    /// For a table replacement: what it makes current, and the schema the files were written
+    /// for ([`Self::replacing`]).
+    replacement: Option<Staged>,
+}
+
+/// A replacement and the schema and spec its files were written for.
+#[derive(Debug)]
+struct Staged {
+    replacement: Arc<TableReplacement>,
+    schema: iceberg::spec::SchemaRef,
+    spec_id: i32,
 }
 
 /// One attempt's result: the table metadata to swap in, and the files it wrote (the manifest
@@ -219,7 +231,21 @@ impl SnapshotProducer {
             rewrite_check: rewrite.map(|r| r.read),
             operation,
             branch: MAIN_BRANCH.to_string(),
+            replacement: None,
         })
+    }
+
+    /// Commits the snapshot as the first of `replacement` (see [`super::replace`]): each
+    /// attempt applies the replacement to the table as loaded and adds the snapshot, without
+    /// parent, in the same metadata. `staged` is the replacement staged on the table this
+    /// producer was made for (the schema and spec the files were written for).
+    pub fn replacing(mut self, replacement: Arc<TableReplacement>, staged: &LoadedTable) -> Self {
+        self.replacement = Some(Staged {
+            replacement,
+            schema: Arc::clone(staged.metadata().current_schema()),
+            spec_id: staged.metadata().default_partition_spec_id(),
+        });
+        self
     }
 
     /// Commits to `branch` instead of `main`: the parent is the branch's head, and only the
@@ -243,7 +269,12 @@ impl SnapshotProducer {
     /// Builds the new metadata for committing on top of `base` (the table as loaded for this
     /// attempt, number `attempt`).
     pub async fn attempt(&self, base: &LoadedTable, attempt: u32) -> Result<SnapshotAttempt> {
-        let metadata = base.metadata();
+        let staged = match &self.replacement {
+            Some(staged) => Some(self.restage(base, staged)?),
+            None => None,
+        };
+        let target = staged.as_ref().unwrap_or(base);
+        let metadata = target.metadata();
         if metadata.snapshot_by_id(self.snapshot_id).is_some() {
             return Err(Error::InvalidArgument(format!(
                 "table {}: snapshot {} is already committed",
@@ -274,7 +305,14 @@ impl SnapshotProducer {
         }
         let filtered = filter_manifests(base, carried, &self.removal, self.snapshot_id).await?;
         match self
-            .finish(base, parent, filtered.manifests, &filtered.removed, attempt)
+            .finish(
+                base,
+                target,
+                parent,
+                filtered.manifests,
+                &filtered.removed,
+                attempt,
+            )
             .await
         {
             Ok((metadata, list)) => {
@@ -291,16 +329,41 @@ impl SnapshotProducer {
         }
     }
 
-    /// Writes the manifest list over `carried` and builds the new metadata.
+    /// The replacement staged on `base` for an attempt, which must give the schema and spec the
+    /// files were written for.
+    fn restage(&self, base: &LoadedTable, staged: &Staged) -> Result<LoadedTable> {
+        let table = staged.replacement.stage(base)?;
+        let metadata = table.metadata();
+        let schema = metadata.current_schema();
+        if schema.schema_id() != staged.schema.schema_id()
+            || schema.as_struct() != staged.schema.as_struct()
+            || !schema
+                .identifier_field_ids()
+                .eq(staged.schema.identifier_field_ids())
+            || metadata.default_partition_spec_id() != staged.spec_id
+        {
+            return Err(Error::ConcurrentModification {
+                table: base.ident().to_string(),
+                message: "the table's schema or partition specs changed while it was being \
+                          replaced; nothing was committed, run the replace again"
+                    .into(),
+            });
+        }
+        Ok(table)
+    }
+
+    /// Writes the manifest list over `carried` and builds the new metadata on `base`:
+    /// `target` is `base`, or for a replacement the replacement staged on it.
     async fn finish(
         &self,
         base: &LoadedTable,
+        target: &LoadedTable,
         parent: Option<&SnapshotRef>,
         carried: Vec<ManifestFile>,
         removed: &[RemovedFile],
         attempt: u32,
     ) -> Result<(TableMetadata, String)> {
-        let metadata = base.metadata();
+        let metadata = target.metadata();
         let parent_id = parent.map(|p| p.snapshot_id());
         let sequence_number = metadata.next_sequence_number();
 
@@ -357,13 +420,17 @@ impl SnapshotProducer {
         } else {
             builder.build()
         };
-        let metadata = TableMetadataBuilder::new_from_metadata(
-            metadata.as_ref().clone(),
+        let mut builder = TableMetadataBuilder::new_from_metadata(
+            base.metadata().as_ref().clone(),
             Some(base.metadata_location().to_string()),
-        )
-        .set_branch_snapshot(snapshot, &self.branch)?
-        .build()?
-        .metadata;
+        );
+        if let Some(staged) = &self.replacement {
+            builder = staged.replacement.apply(base, builder)?;
+        }
+        let metadata = builder
+            .set_branch_snapshot(snapshot, &self.branch)?
+            .build()?
+            .metadata;
         Ok((metadata, manifest_list))
     }
 }

@@ -103,44 +103,52 @@ pub async fn commit_snapshot_to_branch(
     change: SnapshotChange,
     branch: &str,
 ) -> Result<CommitOutcome> {
-    let policy = RetryPolicy::from_properties(base.metadata().properties());
     let producer = SnapshotProducer::new(&base, change)
         .await?
         .on_branch(branch);
+    commit_produced(catalog, base, producer).await
+}
+
+/// The commit loop: builds `producer`'s snapshot on the table as it is at each attempt and
+/// swaps it in through `catalog`. A conflict reloads and retries within the table's
+/// `commit.retry.*` budget; a commit whose outcome is unknown is returned at once, never
+/// retried and never cleaned up; any other failure deletes what the attempts wrote.
+pub(crate) async fn commit_produced(
+    catalog: &dyn Catalog,
+    base: LoadedTable,
+    producer: SnapshotProducer,
+) -> Result<CommitOutcome> {
+    let policy = RetryPolicy::from_properties(base.metadata().properties());
     let started = Instant::now();
     let mut table = base;
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let result: Result<()> = match producer.attempt(&table, attempt).await {
-            Ok(built) => {
-                let written = built.written;
-                match catalog.commit_table(&table, built.metadata).await {
-                    Ok(committed) => {
-                        return Ok(CommitOutcome {
-                            table: committed,
-                            snapshot_id: producer.snapshot_id(),
-                            attempts: attempt,
-                        });
-                    }
-                    Err(e) => {
-                        if !matches!(e, Error::CommitStateUnknown { .. }) {
-                            for location in &written {
-                                let _ = table.io().delete(location).await;
-                            }
-                        }
-                        Err(e)
-                    }
+        let error = match producer.attempt(&table, attempt).await {
+            Ok(built) => match catalog.commit_table(&table, built.metadata).await {
+                Ok(committed) => {
+                    return Ok(CommitOutcome {
+                        table: committed,
+                        snapshot_id: producer.snapshot_id(),
+                        attempts: attempt,
+                    });
                 }
-            }
-            Err(e) => Err(e),
+                Err(e) => {
+                    if !matches!(e, Error::CommitStateUnknown { .. }) {
+                        for location in &built.written {
+                            let _ = table.io().delete(location).await;
+                        }
+                    }
+                    e
+                }
+            },
+            Err(e) => e,
         };
-        let Err(error) = result else { continue };
-        let retry =
-            matches!(error, Error::CommitConflict { .. }) && policy.may_retry(attempt, started);
         if matches!(error, Error::CommitStateUnknown { .. }) {
             return Err(error);
         }
+        let retry =
+            matches!(error, Error::CommitConflict { .. }) && policy.may_retry(attempt, started);
         if !retry {
             for manifest in producer.manifest_paths() {
                 let _ = table.io().delete(manifest).await;

@@ -7,15 +7,29 @@
 //! the columns, else from the query's result) and then runs `INSERT INTO … query` as one
 //! append; if the insert fails the new table is dropped again. The query may only be a query
 //! (no DDL, DML or `SET` inside it).
+//!
+//! `CREATE OR REPLACE TABLE` and `REPLACE TABLE` replace a table that exists as Iceberg's
+//! `REPLACE TABLE` does (see [`crate::commit::replace`]): the statement's schema, partition spec
+//! and properties (set over the table's) become current in one commit that keeps the table's
+//! uuid, location and snapshots. With `AS query` the query's rows are the first snapshot of that
+//! commit (inserted through the replaced table's provider: the same writers and commit loop as
+//! `INSERT`); without, the table is left with no current snapshot, as in Spark. A failure
+//! commits nothing. `LOCATION` may only name the table's own location. A missing table is
+//! created by `CREATE OR REPLACE` and is an error for `REPLACE TABLE`.
 
 use datafusion::dataframe::{DataFrame, DataFrameWriteOptions};
 use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
 
-use super::parser::{CreateTable, DdlStatement};
-use crate::catalog::{Catalog, IcebergCatalogProvider, Namespace, TableIdent};
+use super::parser::{CreateTable, DdlStatement, ReplaceMode};
+use crate::IcebergTableProvider;
+use crate::catalog::{Catalog, IcebergCatalogProvider, LoadedTable, Namespace, TableIdent};
+use crate::commit::{TableReplacement, commit_replacement_without_rows};
 use crate::error::{Error, Result};
 use crate::spec::arrow_schema_to_iceberg;
+use datafusion::datasource::provider_as_source;
+use datafusion::logical_expr::LogicalPlanBuilder;
+use datafusion::logical_expr::dml::InsertOp;
 use std::sync::Arc;
 
 /// What a DDL statement did: rows inserted by `CREATE TABLE … AS`, else 0.
@@ -53,6 +67,19 @@ pub async fn execute_ddl(ctx: &SessionContext, statement: DdlStatement) -> Resul
 
 async fn create_table(ctx: &SessionContext, create: CreateTable) -> Result<u64> {
     let (catalog, ident) = resolve_table(ctx, &create.name)?;
+    if create.replace != ReplaceMode::No {
+        match catalog.load_table(&ident).await {
+            Ok(table) => return replace_table(ctx, catalog, table, create).await,
+            Err(Error::NotFound(_)) if create.replace == ReplaceMode::OrCreate => {}
+            Err(Error::NotFound(_)) => {
+                return Err(Error::NotFound(format!(
+                    "REPLACE TABLE: table {ident} does not exist (CREATE OR REPLACE TABLE \
+                     creates it)"
+                )));
+            }
+            Err(e) => return Err(e),
+        }
+    }
     if create.if_not_exists {
         match catalog.load_table(&ident).await {
             Ok(_) => return Ok(0),
@@ -60,13 +87,7 @@ async fn create_table(ctx: &SessionContext, create: CreateTable) -> Result<u64> 
             Err(e) => return Err(e),
         }
     }
-    let schema = if create.columns.is_empty() {
-        let query = create.query.as_deref().unwrap_or_default();
-        let frame = plan_query(ctx, query).await?;
-        arrow_schema_to_iceberg(frame.schema().as_arrow())?
-    } else {
-        create.schema()?
-    };
+    let schema = statement_schema(ctx, &create).await?;
     let location = match &create.location {
         Some(location) => location.trim_end_matches('/').to_string(),
         None => catalog.default_table_location(&ident).await?,
@@ -104,6 +125,82 @@ async fn create_table(ctx: &SessionContext, create: CreateTable) -> Result<u64> 
             Err(e.into())
         }
     }
+}
+
+/// The table's schema: the columns', else the query's.
+async fn statement_schema(
+    ctx: &SessionContext,
+    create: &CreateTable,
+) -> Result<iceberg::spec::Schema> {
+    if create.columns.is_empty() {
+        let query = create.query.as_deref().unwrap_or_default();
+        let frame = plan_query(ctx, query).await?;
+        Ok(arrow_schema_to_iceberg(frame.schema().as_arrow())?)
+    } else {
+        create.schema()
+    }
+}
+
+/// `CREATE OR REPLACE TABLE` / `REPLACE TABLE` of `base`, which exists (module docs).
+async fn replace_table(
+    ctx: &SessionContext,
+    catalog: Arc<dyn Catalog>,
+    base: LoadedTable,
+    create: CreateTable,
+) -> Result<u64> {
+    let ident = base.ident().clone();
+    if let Some(location) = &create.location
+        && location.trim_end_matches('/') != base.metadata().location().trim_end_matches('/')
+    {
+        return Err(Error::InvalidArgument(format!(
+            "REPLACE TABLE {ident}: LOCATION {location} is not the table's location {}; a \
+             replaced table stays where it is",
+            base.metadata().location()
+        )));
+    }
+    let schema = statement_schema(ctx, &create).await?;
+    let spec = create.partition_spec(&schema)?.into_unbound();
+    let mut properties: std::collections::HashMap<String, String> =
+        create.properties.iter().cloned().collect();
+    if let Some(comment) = &create.comment {
+        properties.insert("comment".to_string(), comment.clone());
+    }
+    let replacement = TableReplacement {
+        schema,
+        spec,
+        properties,
+    };
+    let Some(query) = &create.query else {
+        commit_replacement_without_rows(catalog.as_ref(), base, &replacement).await?;
+        return Ok(0);
+    };
+    let target = quoted_name(ctx, &ident, &create.name);
+    let provider = ctx.table_provider(target.as_str()).await?;
+    let Some(iceberg) = provider.as_any().downcast_ref::<IcebergTableProvider>() else {
+        return Err(Error::InvalidArgument(format!(
+            "REPLACE TABLE {ident}: not an Iceberg table"
+        )));
+    };
+    let replaced = Arc::new(iceberg.replacing(replacement)?);
+    let frame = plan_query(ctx, query).await?;
+    let (state, plan) = frame.into_parts();
+    let insert = LogicalPlanBuilder::insert_into(
+        plan,
+        target.as_str(),
+        provider_as_source(replaced),
+        InsertOp::Append,
+    )?
+    .build()?;
+    let batches = DataFrame::new(state, insert).collect().await?;
+    Ok(batches
+        .first()
+        .and_then(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::UInt64Array>()
+                .map(|c| c.value(0))
+        })
+        .unwrap_or(0))
 }
 
 /// Plans `AS query`, refusing anything but a query with a typed error

@@ -10,6 +10,7 @@
 //! CREATE TABLE [IF NOT EXISTS] name [(column type [NOT NULL] [COMMENT 'c'], …, [PRIMARY KEY (c, …)])]
 //!   [USING iceberg] [PARTITIONED BY (term, …)] [LOCATION 'path'] [COMMENT 'c']
 //!   [TBLPROPERTIES ('k' = 'v', …)] [AS query]
+//! {CREATE OR REPLACE | REPLACE} TABLE name … (the rest as CREATE TABLE, without IF NOT EXISTS)
 //! DROP TABLE [IF EXISTS] name [PURGE]
 //! ```
 //!
@@ -99,6 +100,20 @@ pub struct CreateTable {
     pub properties: Vec<(String, String)>,
     /// The SQL text of `AS query`.
     pub query: Option<String>,
+    /// `CREATE OR REPLACE TABLE` / `REPLACE TABLE`: what to do with a table that exists.
+    pub replace: ReplaceMode,
+}
+
+/// What `CREATE TABLE` does when the table exists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReplaceMode {
+    /// `CREATE TABLE`: fail (or nothing, with `IF NOT EXISTS`).
+    #[default]
+    No,
+    /// `CREATE OR REPLACE TABLE`: replace it, create it when missing.
+    OrCreate,
+    /// `REPLACE TABLE`: replace it, fail when missing.
+    Only,
 }
 
 /// Parses `sql` if it is one of the DDL statements above; `Ok(None)` for anything else.
@@ -115,10 +130,14 @@ pub fn parse_ddl(sql: &str) -> Result<Option<DdlStatement>> {
                 if_not_exists,
             }
         } else if p.keyword("TABLE") {
-            DdlStatement::CreateTable(create_table(&mut p)?)
+            DdlStatement::CreateTable(create_table(&mut p, ReplaceMode::No)?)
+        } else if p.keywords(&["OR", "REPLACE", "TABLE"]) {
+            DdlStatement::CreateTable(create_table(&mut p, ReplaceMode::OrCreate)?)
         } else {
             return Ok(None);
         }
+    } else if p.keywords(&["REPLACE", "TABLE"]) {
+        DdlStatement::CreateTable(create_table(&mut p, ReplaceMode::Only)?)
     } else if p.keyword("DROP") {
         if p.keyword_any(&["SCHEMA", "DATABASE", "NAMESPACE"]) {
             let if_exists = p.keywords(&["IF", "EXISTS"]);
@@ -147,12 +166,18 @@ pub fn parse_ddl(sql: &str) -> Result<Option<DdlStatement>> {
     Ok(Some(statement))
 }
 
-fn create_table(p: &mut TokenCursor) -> Result<CreateTable> {
+fn create_table(p: &mut TokenCursor, replace: ReplaceMode) -> Result<CreateTable> {
     let mut table = CreateTable {
         if_not_exists: p.keywords(&["IF", "NOT", "EXISTS"]),
         name: p.name()?,
+        replace,
         ..Default::default()
     };
+    if table.if_not_exists && replace != ReplaceMode::No {
+        return Err(Error::InvalidArgument(
+            "IF NOT EXISTS cannot be combined with REPLACE TABLE".into(),
+        ));
+    }
     if p.eat(&Token::LParen) {
         loop {
             if p.keywords(&["PRIMARY", "KEY"]) {
@@ -523,6 +548,27 @@ mod tests {
             )))))
         );
         assert!(matches!(t.columns[1].ty, ParsedType::Map(_, _)));
+    }
+
+    #[test]
+    fn replace_table_forms() {
+        let t = create("CREATE OR REPLACE TABLE db.t (id BIGINT) USING iceberg");
+        assert_eq!(t.replace, ReplaceMode::OrCreate);
+        assert_eq!(t.name, ["db", "t"]);
+        let t = create("replace table db.t as select 1 AS x");
+        assert_eq!(t.replace, ReplaceMode::Only);
+        assert_eq!(t.query.as_deref(), Some("select 1 AS x"));
+        assert_eq!(
+            create("CREATE TABLE db.t (id INT)").replace,
+            ReplaceMode::No
+        );
+        assert!(parse_ddl("CREATE OR REPLACE TABLE IF NOT EXISTS t (id INT)").is_err());
+        // Not DDL: left to DataFusion.
+        assert_eq!(parse_ddl("REPLACE INTO t VALUES (1)").unwrap(), None);
+        assert_eq!(
+            parse_ddl("CREATE OR REPLACE VIEW v AS SELECT 1").unwrap(),
+            None
+        );
     }
 
     #[test]

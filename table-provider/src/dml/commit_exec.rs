@@ -1,5 +1,7 @@
 //! [`IcebergCommitExec`]: gathers the written data files and commits them as one snapshot (with
-//! the equality-delete files of an upsert: one `overwrite`, as Flink's upsert commits a row delta).
+//! the equality-delete files of an upsert: one `overwrite`, as Flink's upsert commits a row delta),
+//! or, for a table replacement ([`IcebergCommitExec::replacing`]), as the first snapshot of the
+//! replaced table in the same commit as the new schema (see [`crate::commit::replace`]).
 
 use std::any::Any;
 use std::fmt;
@@ -17,7 +19,7 @@ use super::count::count_properties;
 use super::write_exec::DATA_FILE_COLUMN;
 use crate::catalog::{Catalog, LoadedTable};
 use crate::commit::retry::commit_snapshot_to_branch;
-use crate::commit::{DeleteFile, Removal, SnapshotChange};
+use crate::commit::{DeleteFile, Removal, SnapshotChange, TableReplacement, commit_replacement};
 use crate::error::Error;
 use crate::write::data_file_writer::WriteSettings;
 
@@ -64,6 +66,9 @@ pub struct IcebergCommitExec {
     write: Arc<WriteSettings>,
     /// The branch committed to.
     branch: String,
+    /// For a replacement: the table as loaded before it (`table` is the replacement staged on
+    /// it) and what replaces it.
+    replacement: Option<(LoadedTable, Arc<TableReplacement>)>,
     properties: Arc<PlanProperties>,
 }
 
@@ -84,8 +89,16 @@ impl IcebergCommitExec {
             mode,
             write,
             branch: iceberg::spec::MAIN_BRANCH.to_string(),
+            replacement: None,
             properties,
         }
+    }
+
+    /// Commits the files (written for `self`'s table: `replacement` staged on `base`) as the
+    /// replacement of `base`, even when there are none (the table is then empty).
+    pub fn replacing(mut self, base: LoadedTable, replacement: Arc<TableReplacement>) -> Self {
+        self.replacement = Some((base, replacement));
+        self
     }
 
     /// Commits to `branch` instead of `main`.
@@ -98,6 +111,7 @@ impl IcebergCommitExec {
 impl DisplayAs for IcebergCommitExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let operation = match self.mode {
+            _ if self.replacement.is_some() => "replace-table",
             WriteMode::Append => "append",
             WriteMode::Upsert => "upsert",
             WriteMode::OverwritePartitions => "overwrite-partitions",
@@ -142,16 +156,16 @@ impl ExecutionPlan for IcebergCommitExec {
         let input = children
             .pop()
             .ok_or_else(|| DataFusionError::Internal("IcebergCommitExec needs an input".into()))?;
-        Ok(Arc::new(
-            Self::new(
-                input,
-                Arc::clone(&self.catalog),
-                self.table.clone(),
-                self.mode,
-                Arc::clone(&self.write),
-            )
-            .with_branch(&self.branch),
-        ))
+        let mut exec = Self::new(
+            input,
+            Arc::clone(&self.catalog),
+            self.table.clone(),
+            self.mode,
+            Arc::clone(&self.write),
+        )
+        .with_branch(&self.branch);
+        exec.replacement = self.replacement.clone();
+        Ok(Arc::new(exec))
     }
 
     fn execute(
@@ -170,6 +184,7 @@ impl ExecutionPlan for IcebergCommitExec {
         let mode = self.mode;
         let write = Arc::clone(&self.write);
         let branch = self.branch.clone();
+        let replacement = self.replacement.clone();
         let schema = self.schema();
         let out_schema = Arc::clone(&schema);
         let stream = futures::stream::once(async move {
@@ -191,7 +206,14 @@ impl ExecutionPlan for IcebergCommitExec {
                 let nothing_to_remove =
                     removal.is_nothing() || table.metadata().current_snapshot().is_none();
                 abandon_on_drop.disarm();
-                if !(files.is_empty() && nothing_to_remove) {
+                if let Some((base, replacement)) = replacement {
+                    if !added_deletes.is_empty() {
+                        return Err(DataFusionError::Internal(
+                            "a table replacement wrote delete files".into(),
+                        ));
+                    }
+                    commit_replacement(catalog.as_ref(), base, &table, replacement, files).await?;
+                } else if !(files.is_empty() && nothing_to_remove) {
                     let change = SnapshotChange {
                         added: files,
                         added_deletes,

@@ -26,8 +26,8 @@ use self::postgres::PostgresBackend;
 use self::sqlite::SqliteBackend;
 use super::metadata_file::{MetadataCache, encode_table_metadata, metadata_file_version};
 use super::writes::{
-    delete_quietly, delete_tree, file_name_of, loaded_table, metadata_dir_location, put_new,
-    warehouse_location,
+    delete_quietly, delete_tree, file_name_of, loaded_table, metadata_dir_location,
+    moved_table_locations, put_new, warehouse_location,
 };
 use super::{Catalog, LoadedTable, Namespace, TableIdent};
 use crate::error::{Error, Result};
@@ -60,19 +60,6 @@ fn text(value: &str) -> Param {
 /// Column `i` of a row (NULL and a missing column alike: `None`).
 fn column(row: &Row, i: usize) -> Option<String> {
     row.get(i).cloned().flatten()
-}
-
-/// The location map of a table whose metadata file is at `metadata_location`: a table whose
-/// files moved with its metadata (`<root>/metadata/<file>`) is read under `<root>`.
-fn location_map(metadata_location: &str, metadata: &TableMetadata) -> LocationMap {
-    let normalized = normalize_location(metadata_location);
-    match normalized.rsplit_once('/') {
-        Some((dir, _)) if dir.ends_with("/metadata") => {
-            let root = &dir[..dir.len() - "/metadata".len()];
-            LocationMap::moved(metadata.location(), root)
-        }
-        _ => LocationMap::identity(),
-    }
 }
 
 /// An Iceberg SQL catalog stored in a SQLite or PostgreSQL database.
@@ -359,7 +346,7 @@ impl Catalog for SqlCatalog {
             .read(&bootstrap, &ident.to_string(), &metadata_location)
             .await?;
         let (metadata, refs) = (parsed.metadata, parsed.refs);
-        let locations = location_map(&metadata_location, &metadata);
+        let locations = moved_table_locations(&metadata_location, &metadata);
         let io = TableIo::new(self.stores.clone(), locations);
         Ok(LoadedTable::new(
             ident.clone(),
@@ -519,7 +506,7 @@ impl Catalog for SqlCatalog {
         }
         let io = TableIo::new(
             self.stores.clone(),
-            location_map(&metadata_location, &metadata),
+            moved_table_locations(&metadata_location, &metadata),
         );
         loaded_table(ident, metadata_location, &bytes, io, &self.metadata_cache)
     }
@@ -629,7 +616,7 @@ impl Catalog for SqlCatalog {
             Ok(Swap::Done) => {
                 let io = TableIo::new(
                     self.stores.clone(),
-                    location_map(&metadata_location, &metadata),
+                    moved_table_locations(&metadata_location, &metadata),
                 );
                 loaded_table(ident, metadata_location, &bytes, io, &self.metadata_cache)
             }

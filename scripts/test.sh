@@ -73,6 +73,9 @@ PETREL_CORPUS="$(head -n 1 <<<"$paths")"
 export PETREL_CORPUS
 echo "test data ready in $((SECONDS - started)) s: ${datasets[*]}" >&2
 
+# Build the test binaries before waiting for rustberg: when its first build is still running
+# (~20 minutes), both builds share the cores instead of running one after the other.
+cargo nextest run --workspace --no-run "$@"
 if ! wait "$rustberg_pid"; then
     cat "$rustberg_log" >&2
     echo "scripts/install-rustberg.sh failed (log above)" >&2

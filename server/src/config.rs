@@ -159,7 +159,7 @@ pub struct ServeArgs {
     /// Secret for signing bearer tokens (random per process when unset, so tokens do not
     /// survive a restart and are not shared between replicas).
     #[arg(long, env = "PETREL_TOKEN_SECRET", hide_env_values = true)]
-    pub token_secret: Option<String>,
+    pub token_secret: Option<Secret>,
 
     /// Lifetime of a bearer token in seconds [default: 43200].
     #[arg(long, env = "PETREL_TOKEN_TTL_SECS")]
@@ -169,7 +169,7 @@ pub struct ServeArgs {
     /// handles; give every server behind one load balancer the same. Random per process when
     /// unset: tickets then work only on the server that issued them.
     #[arg(long, env = "PETREL_TICKET_SECRET", hide_env_values = true)]
-    pub ticket_secret: Option<String>,
+    pub ticket_secret: Option<Secret>,
 
     /// Flight sessions (SetSessionOptions) kept at most; one more forgets the least recently
     /// used [default: 10000].
@@ -272,7 +272,7 @@ pub struct FileConfig {
     /// Refuse every write.
     pub read_only: Option<bool>,
     /// Ticket and handle signing secret (hex or base64).
-    pub ticket_secret: Option<String>,
+    pub ticket_secret: Option<Secret>,
     /// Sessions kept at most.
     pub max_sessions: Option<usize>,
     /// Prometheus metrics address.
@@ -299,13 +299,14 @@ pub struct FileConfig {
 #[serde(deny_unknown_fields)]
 pub struct AuthFileConfig {
     /// Token signing secret.
-    pub token_secret: Option<String>,
+    pub token_secret: Option<Secret>,
     /// Token lifetime.
     pub token_ttl_secs: Option<u64>,
 }
 
-/// One `[[catalog]]`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+/// One `[[catalog]]`. Its `Debug` shows no secret: a PostgreSQL URI's password, storage and
+/// client properties' values (keys only) and REST credentials are left out.
+#[derive(Clone, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 pub enum CatalogConfig {
     /// A warehouse directory in Iceberg's Hadoop layout.
@@ -382,6 +383,107 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
+    }
+}
+
+impl Secret {
+    /// The secret itself.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+/// `uri` with any password between `user:` and `@` replaced by `<redacted>`.
+fn redact_uri_password(uri: &str) -> String {
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return uri.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rsplit_once('@') {
+        Some((user_info, host)) if user_info.contains(':') => {
+            let user = user_info.split(':').next().unwrap_or_default();
+            format!(
+                "{scheme}://{user}:<redacted>@{host}{}",
+                &rest[authority_end..]
+            )
+        }
+        _ => uri.to_string(),
+    }
+}
+
+/// Property keys only: values may be credentials (`s3.secret-access-key`, `header.Authorization`).
+struct KeysOnly<'a>(&'a BTreeMap<String, String>);
+
+impl std::fmt::Debug for KeysOnly<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.0.keys()).finish()
+    }
+}
+
+impl std::fmt::Debug for CatalogConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CatalogConfig::Filesystem {
+                name,
+                warehouse,
+                storage,
+            } => f
+                .debug_struct("Filesystem")
+                .field("name", name)
+                .field("warehouse", warehouse)
+                .field("storage", &KeysOnly(storage))
+                .finish(),
+            CatalogConfig::Sql {
+                name,
+                path,
+                uri,
+                catalog_name,
+                warehouse,
+                storage,
+            } => f
+                .debug_struct("Sql")
+                .field("name", name)
+                .field("path", path)
+                .field("uri", &uri.as_deref().map(redact_uri_password))
+                .field("catalog_name", catalog_name)
+                .field("warehouse", warehouse)
+                .field("storage", &KeysOnly(storage))
+                .finish(),
+            CatalogConfig::Rest {
+                name,
+                uri,
+                warehouse,
+                credential,
+                token,
+                scope,
+                prefix,
+                oauth2_server_uri,
+                vended_credentials,
+                request_timeout_secs,
+                properties,
+            } => f
+                .debug_struct("Rest")
+                .field("name", name)
+                .field("uri", &redact_uri_password(uri))
+                .field("warehouse", warehouse)
+                .field("credential", credential)
+                .field("token", token)
+                .field("scope", scope)
+                .field("prefix", prefix)
+                .field("oauth2_server_uri", oauth2_server_uri)
+                .field("vended_credentials", vended_credentials)
+                .field("request_timeout_secs", request_timeout_secs)
+                .field("properties", &KeysOnly(properties))
+                .finish(),
+        }
+    }
+}
+
 impl CatalogConfig {
     /// The catalog's SQL name.
     pub fn name(&self) -> &str {
@@ -431,11 +533,11 @@ pub struct ServerConfig {
     /// Users; empty means no authentication.
     pub users: Vec<UserConfig>,
     /// Token signing secret.
-    pub token_secret: Option<String>,
+    pub token_secret: Option<Secret>,
     /// Token lifetime.
     pub token_ttl_secs: u64,
     /// Ticket and handle signing secret as configured (hex or base64; None: random).
-    pub ticket_secret: Option<String>,
+    pub ticket_secret: Option<Secret>,
     /// Sessions kept at most.
     pub max_sessions: usize,
     /// Serve without auth on a non-loopback address.
@@ -700,7 +802,7 @@ impl ServeArgs {
         }
         let ticket_secret = self.ticket_secret.clone().or(file.ticket_secret.clone());
         if let Some(secret) = &ticket_secret {
-            crate::tickets::parse_secret(secret)?;
+            crate::tickets::parse_secret(&secret.0)?;
         }
         let max_sessions = self
             .max_sessions
@@ -789,6 +891,58 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_output_shows_no_secret() {
+        let file: FileConfig = toml::from_str(
+            r#"
+ticket_secret = "ticket-secret-value"
+[auth]
+token_secret = "token-secret-value"
+[[catalog]]
+name = "pg"
+type = "sql"
+uri = "postgresql://petrel:pg-password@db:5432/iceberg?connect_timeout=5"
+[catalog.storage]
+"s3.secret-access-key" = "s3-secret-value"
+[[catalog]]
+name = "rest"
+type = "rest"
+uri = "https://user:rest-password@catalog:8181"
+token = "rest-token-value"
+properties = { "header.Authorization" = "header-value" }
+"#,
+        )
+        .unwrap();
+        let shown = format!("{file:?}");
+        for secret in [
+            "ticket-secret-value",
+            "token-secret-value",
+            "pg-password",
+            "s3-secret-value",
+            "rest-password",
+            "rest-token-value",
+            "header-value",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        // What is not secret still shows.
+        for visible in [
+            "postgresql://petrel:<redacted>@db:5432/iceberg?connect_timeout=5",
+            "s3.secret-access-key",
+            "https://user:<redacted>@catalog:8181",
+        ] {
+            assert!(shown.contains(visible), "{visible} not in {shown}");
+        }
+        assert_eq!(
+            redact_uri_password("http://host:8181/v1"),
+            "http://host:8181/v1"
+        );
+        assert_eq!(
+            redact_uri_password("postgresql://u@h/db"),
+            "postgresql://u@h/db"
+        );
+    }
 
     #[test]
     fn sizes() {

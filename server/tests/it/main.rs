@@ -18,6 +18,7 @@ mod lifecycle;
 mod malformed_uploads;
 mod operate;
 mod postgres_catalog;
+mod rest_catalog;
 mod s3;
 mod sql_info;
 mod sql_policy;

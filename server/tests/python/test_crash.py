@@ -42,12 +42,13 @@ def config(tmp_path: Path, kind: str) -> Path:
     return path
 
 
-def crash_loop(cfg: Path, rng: random.Random):
-    """Runs the INSERT loop against a server killed KILLS times; returns (acknowledged ids, ids in
-    flight at a kill, server starts, seconds)."""
+def crash_loop(cfg: Path, rng: random.Random, kills: int = KILLS, delay_ms=DELAY_MS):
+    """Runs the INSERT loop against a server killed `kills` times, each `delay_ms` (a range)
+    after its start; returns (acknowledged ids, ids in flight at a kill, server starts,
+    seconds)."""
     acked, in_flight_at_kill = set(), set()
     next_id, starts, started = 0, 0, time.monotonic()
-    for _ in range(KILLS):
+    for _ in range(kills):
         server = Petrel("--config", str(cfg))
         starts += 1
         killed = threading.Event()
@@ -56,7 +57,7 @@ def crash_loop(cfg: Path, rng: random.Random):
             killed.set()  # before the signal: an error seen after this may be the kill's
             proc.send_signal(signal.SIGKILL)
 
-        timer = threading.Timer(rng.uniform(*DELAY_MS) / 1000, kill)
+        timer = threading.Timer(rng.uniform(*delay_ms) / 1000, kill)
         timer.start()
         in_flight, conn, cur = None, None, None
         try:
@@ -105,15 +106,12 @@ def spark_read(tmp_path: Path, kind: str) -> dict:
     return read_back(tmp_path / "warehouse", [table], tmp_path)["t"]
 
 
-# A cursor whose server was killed under it fails to close; the ADBC driver's Cursor.__del__ then
-# closes it again ("Underflow in closing this AdbcStatement"): noise, not a finding.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.parametrize("kind", ["filesystem", "sql"])
-def test_sigkill_during_inserts_loses_no_acknowledged_row(tmp_path, kind):
+def crash_and_check(cfg: Path, tag: str, kills: int = KILLS, delay_ms=DELAY_MS):
+    """Creates lake.db.t (bucket(4, id)), runs the kill loop on it, restarts Petrel, checks
+    that it reads every acknowledged row, each once, and no row no statement in flight could
+    have written, and writes row 0 after the last kill. Returns the ids Petrel then holds."""
     seed = int(os.environ.get("PETREL_CRASH_SEED") or random.randrange(1 << 32))
-    print(f"test_crash[{kind}]: seed {seed}")
-    rng = random.Random(seed)
-    cfg = config(tmp_path, kind)
+    print(f"{tag}: seed {seed}")
     server = Petrel("--config", str(cfg))
     try:
         with flight_sql.connect(server.uri, autocommit=True) as conn, conn.cursor() as cur:
@@ -122,15 +120,17 @@ def test_sigkill_during_inserts_loses_no_acknowledged_row(tmp_path, kind):
             cur.execute("CREATE TABLE lake.db.t (id BIGINT NOT NULL, s STRING) "
                         "PARTITIONED BY (bucket(4, id))")
             cur.fetchall()
+    except Exception as e:
+        raise AssertionError(f"setup failed: {e}\n{server.log()}") from e
     finally:
         server.stop()
 
-    acked, uncertain, starts, seconds = crash_loop(cfg, rng)
-    print(f"test_crash[{kind}]: {starts} starts, {KILLS} kills in {seconds:.1f}s; {len(acked)} INSERTs "
+    acked, uncertain, starts, seconds = crash_loop(cfg, random.Random(seed), kills, delay_ms)
+    print(f"{tag}: {starts} starts, {kills} kills in {seconds:.1f}s; {len(acked)} INSERTs "
           f"acknowledged, {len(uncertain)} in flight at a kill")
     # The loop did what it claims: it wrote, and the kills hit statements in flight.
-    assert len(acked) >= 2 * KILLS, (acked, uncertain)
-    assert len(uncertain) >= KILLS // 4, (acked, uncertain)
+    assert len(acked) >= 2 * kills, (acked, uncertain)
+    assert len(uncertain) >= kills // 4, (acked, uncertain)
 
     server = Petrel("--config", str(cfg))
     try:
@@ -150,8 +150,16 @@ def test_sigkill_during_inserts_loses_no_acknowledged_row(tmp_path, kind):
     assert not lost, f"acknowledged INSERTs missing after SIGKILL: {sorted(lost)}\n{log}"
     extra = set(ids) - acked - uncertain
     assert not extra, f"rows no statement in flight could have written: {sorted(extra)}"
-    committed_unacked = sorted(set(ids) & uncertain)
-    print(f"test_crash[{kind}]: {len(committed_unacked)} of the in-flight INSERTs committed")
+    print(f"{tag}: {len(set(ids) & uncertain)} of the in-flight INSERTs committed")
+    return ids
+
+
+# A cursor whose server was killed under it fails to close; the ADBC driver's Cursor.__del__ then
+# closes it again ("Underflow in closing this AdbcStatement"): noise, not a finding.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("kind", ["filesystem", "sql"])
+def test_sigkill_during_inserts_loses_no_acknowledged_row(tmp_path, kind):
+    ids = crash_and_check(config(tmp_path, kind), f"test_crash[{kind}]")
 
     expected = sorted([0, *ids])
     seen = spark_read(tmp_path, kind)

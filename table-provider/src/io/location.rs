@@ -128,6 +128,13 @@ impl LocationMap {
         }
     }
 
+    /// The (recorded prefix, actual prefix) this map rewrites, if any.
+    pub fn rewrite(&self) -> Option<(&str, &str)> {
+        self.rewrite
+            .as_ref()
+            .map(|(from, to)| (from.as_str(), to.as_str()))
+    }
+
     /// Whether this map rewrites anything.
     pub fn is_identity(&self) -> bool {
         self.rewrite.is_none()

@@ -19,7 +19,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, AwsCredentialProvider};
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
@@ -65,6 +65,9 @@ pub struct StoreConfig {
     s3: Vec<(AmazonS3ConfigKey, String)>,
     gcs: Vec<(GoogleConfigKey, String)>,
     azure: Vec<(AzureConfigKey, String)>,
+    /// Where S3 credentials come from when they change over time (a REST catalog's vended
+    /// credentials, refreshed before they expire); over any keys set above.
+    s3_credentials: Option<AwsCredentialProvider>,
 }
 
 impl fmt::Debug for StoreConfig {
@@ -77,6 +80,7 @@ impl fmt::Debug for StoreConfig {
                 "azure",
                 &self.azure.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
+            .field("s3_credentials", &self.s3_credentials.is_some())
             .finish()
     }
 }
@@ -140,7 +144,17 @@ impl StoreConfig {
         merged.s3.extend(other.s3.iter().cloned());
         merged.gcs.extend(other.gcs.iter().cloned());
         merged.azure.extend(other.azure.iter().cloned());
+        if let Some(provider) = &other.s3_credentials {
+            merged.s3_credentials = Some(Arc::clone(provider));
+        }
         merged
+    }
+
+    /// These settings with S3 credentials from `provider` (asked before each request is
+    /// signed), whatever keys the settings hold.
+    pub fn with_s3_credentials(mut self, provider: AwsCredentialProvider) -> Self {
+        self.s3_credentials = Some(provider);
+        self
     }
 
     /// The S3 endpoint these settings name (`s3.endpoint`), if any.
@@ -195,6 +209,9 @@ impl StoreConfig {
                     .is_some_and(|e| e.starts_with("http://"))
                 {
                     builder = builder.with_allow_http(true);
+                }
+                if let Some(provider) = &self.s3_credentials {
+                    builder = builder.with_credentials(Arc::clone(provider));
                 }
                 Arc::new(builder.with_retry(retry).build().map_err(failed)?)
             }

@@ -116,7 +116,7 @@ impl ScanPlanner {
         Self {
             cache,
             deletes,
-            concurrency: 16,
+            concurrency: 64,
         }
     }
 

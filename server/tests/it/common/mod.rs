@@ -22,6 +22,10 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 #[path = "../../../../table-provider/tests/it/common/moto.rs"]
 pub mod moto;
 
+/// The `rustberg` REST catalog server, shared with the table provider's tests.
+#[path = "../../../../table-provider/tests/it/common/rustberg.rs"]
+pub mod rustberg;
+
 /// The fixture corpus's filesystem warehouse (the `corpus` dataset of `scripts/test-data.sh`:
 /// `PETREL_CORPUS`, the shared corpus beside the clone, or one generated with Spark).
 pub fn corpus_warehouse() -> PathBuf {

@@ -21,16 +21,20 @@
 //!
 //! Table loads ask for vended credentials (`X-Iceberg-Access-Delegation`); the table's storage
 //! properties (catalog properties, then `LoadTableResult.config`, then the matching
-//! `storage-credentials`) choose the object stores its files are read through.
+//! `storage-credentials`) choose the object stores its files are read through, layered over
+//! the catalog's own store settings. Vended S3 keys are [`vended`]'s: one store per table,
+//! its keys replaced before they expire.
 
 mod auth;
 mod client;
 mod config;
 mod model;
 mod updates;
+mod vended;
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
@@ -47,7 +51,8 @@ use super::metadata_file::{ParsedMetadata, parse_table_metadata};
 use super::writes::moved_table_locations;
 use super::{Catalog, LoadedTable, Namespace, TableIdent};
 use crate::error::{Error, Result};
-use crate::io::{StoreRegistry, TableIo};
+use crate::io::{StoreConfig, StoreRegistry, TableIo};
+use vended::{CREDENTIAL_KEYS, Vended, VendedS3Credentials};
 
 pub use config::RestCatalogConfig;
 
@@ -69,6 +74,24 @@ struct Inner {
     properties: CatalogProperties,
     vended_credentials: bool,
     stores: StoreRegistry,
+    /// How long vended keys without an expiry are used.
+    credentials_max_age: Duration,
+    /// The stores of tables whose storage properties add to the catalog's.
+    table_stores: Mutex<HashMap<TableStoresKey, TableStores>>,
+}
+
+/// Which tables share stores: those with the same storage settings (credentials aside) and,
+/// when keys are vended, only the one table.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct TableStoresKey {
+    vended_to: Option<String>,
+    settings: Vec<(String, String)>,
+}
+
+#[derive(Debug)]
+struct TableStores {
+    stores: StoreRegistry,
+    vended: Option<Arc<VendedS3Credentials>>,
 }
 
 impl RestCatalog {
@@ -115,6 +138,15 @@ impl RestCatalog {
         let server: ConfigResponse = client.decode(&reply, "GET /v1/config")?;
         let properties = CatalogProperties::merge(client_props, server);
         client.set_prefix(&properties.prefix());
+        let credentials_max_age = match properties.get(vended::MAX_AGE_PROPERTY) {
+            Some(ms) => Duration::from_millis(ms.trim().parse().map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "REST catalog {name}: {} = {ms:?} is not a number of milliseconds",
+                    vended::MAX_AGE_PROPERTY
+                ))
+            })?),
+            None => vended::DEFAULT_MAX_AGE,
+        };
         Ok(Self {
             inner: Arc::new(Inner {
                 name,
@@ -122,6 +154,8 @@ impl RestCatalog {
                 properties,
                 vended_credentials: config.vended_credentials,
                 stores,
+                credentials_max_age,
+                table_stores: Mutex::default(),
             }),
         })
     }
@@ -159,25 +193,35 @@ impl RestCatalog {
         ident: &TableIdent,
         metadata_location: &str,
     ) -> Result<LoadedTable> {
+        let body = json!({"name": ident.name, "metadata-location": metadata_location});
+        self.post_table(
+            ident,
+            "register",
+            &body,
+            &format!("registering table {ident}"),
+        )
+        .await
+    }
+
+    /// POSTs `body` to `namespaces/{ns}/{endpoint}` (create or register), whose answer is a
+    /// LoadTableResult, and loads the table from it.
+    async fn post_table(
+        &self,
+        ident: &TableIdent,
+        endpoint: &str,
+        body: &serde_json::Value,
+        what: &str,
+    ) -> Result<LoadedTable> {
         let url = self.client().url(&[
             "namespaces",
             &Self::namespace_segment(&ident.namespace),
-            "register",
+            endpoint,
         ]);
-        let body = json!({"name": ident.name, "metadata-location": metadata_location});
-        let what = format!("registering table {ident}");
         let reply = self
             .client()
-            .call(
-                Method::POST,
-                url,
-                &[],
-                Some(&body),
-                &self.delegation(),
-                &what,
-            )
+            .call(Method::POST, url, &[], Some(body), &self.delegation(), what)
             .await?;
-        let result: LoadTableResult = self.client().decode(&reply, &what)?;
+        let result: LoadTableResult = self.client().decode(&reply, what)?;
         self.loaded(ident, result)
     }
 
@@ -189,9 +233,131 @@ impl RestCatalog {
         }
     }
 
-    /// The object stores a table's files are read through, given its storage properties.
-    fn table_stores(&self, _properties: &HashMap<String, String>) -> Result<StoreRegistry> {
-        Ok(self.inner.stores.clone())
+    /// The object stores a table's files are read through, given its storage properties
+    /// (the catalog's and its own): the catalog's store settings with these over them. Tables
+    /// with the same settings share stores; vended S3 keys make a table's stores its own, the
+    /// keys handed to the stores' credential provider (which this load's keys refresh).
+    fn table_stores(
+        &self,
+        ident: &TableIdent,
+        properties: &HashMap<String, String>,
+    ) -> Result<StoreRegistry> {
+        let table = ident.to_string();
+        // Keys the catalog's own properties hold (static, configured) are not vended.
+        let vended = match properties.get(vended::ACCESS_KEY_ID) {
+            Some(key) if self.property(vended::ACCESS_KEY_ID) != Some(key.as_str()) => {
+                Vended::from_properties(&table, properties, self.inner.credentials_max_age)?
+            }
+            _ => None,
+        };
+        let mut settings: Vec<(String, String)> = properties
+            .iter()
+            .filter(|(k, _)| vended.is_none() || !CREDENTIAL_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        settings.sort();
+        let key = TableStoresKey {
+            vended_to: vended.as_ref().map(|_| table.clone()),
+            settings,
+        };
+        let mut cache = self
+            .inner
+            .table_stores
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(cached) = cache.get(&key) {
+            if let (Some(provider), Some(vended)) = (&cached.vended, vended) {
+                provider.offer(vended);
+            }
+            return Ok(cached.stores.clone());
+        }
+        let own = StoreConfig::from_iceberg_properties(&key.settings.iter().cloned().collect())?;
+        let mut config = self.inner.stores.config().merged_with(&own);
+        let provider = vended.map(|vended| {
+            let provider = Arc::new(VendedS3Credentials::new(
+                &self.inner.name,
+                &table,
+                vended,
+                self.inner.credentials_max_age,
+                self.refresh_of(ident),
+            ));
+            config = config
+                .clone()
+                .with_s3_credentials(Arc::clone(&provider) as _);
+            provider
+        });
+        let stores = StoreRegistry::new(config);
+        cache.insert(
+            key,
+            TableStores {
+                stores: stores.clone(),
+                vended: provider,
+            },
+        );
+        Ok(stores)
+    }
+
+    /// How a table's vended keys are fetched again: a table load, its storage properties.
+    /// Holds the catalog weakly (the catalog holds the table's stores).
+    fn refresh_of(&self, ident: &TableIdent) -> vended::Refresh {
+        let catalog: Weak<Inner> = Arc::downgrade(&self.inner);
+        let ident = ident.clone();
+        Arc::new(move || {
+            let catalog = catalog.upgrade();
+            let ident = ident.clone();
+            Box::pin(async move {
+                let Some(inner) = catalog else {
+                    return Err(Error::InvalidArgument(format!(
+                        "table {ident}: its REST catalog is closed"
+                    )));
+                };
+                RestCatalog { inner }.storage_properties(&ident).await
+            })
+        })
+    }
+
+    /// Loads a table for its storage properties only (vended keys asked for).
+    async fn storage_properties(&self, ident: &TableIdent) -> Result<HashMap<String, String>> {
+        let result = self.load_result(ident).await?;
+        let location = result
+            .metadata
+            .get("location")
+            .and_then(|l| l.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let mut storage = self.inner.properties.merged.clone();
+        storage.extend(result.storage_properties(&location));
+        Ok(storage)
+    }
+
+    /// `GET .../tables/{t}` with vended credentials asked for.
+    async fn load_result(&self, ident: &TableIdent) -> Result<LoadTableResult> {
+        let what = format!("table {ident}");
+        let reply = self
+            .client()
+            .call(
+                Method::GET,
+                self.table_url(ident),
+                &[],
+                None,
+                &self.delegation(),
+                &what,
+            )
+            .await?;
+        self.client().decode(&reply, &what)
+    }
+
+    /// The table's stores, for tests: how often its vended keys were refreshed.
+    pub fn vended_credential_refreshes(&self, ident: &TableIdent) -> u64 {
+        let table = ident.to_string();
+        self.inner
+            .table_stores
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(k, _)| k.vended_to.as_deref() == Some(table.as_str()))
+            .filter_map(|(_, v)| v.vended.as_ref().map(|p| p.refreshes()))
+            .sum()
     }
 
     /// A `LoadTableResult` as a loaded table.
@@ -232,7 +398,7 @@ impl RestCatalog {
                 // A table registered from files that moved (the corpus) reads where its
                 // metadata is.
                 let locations = moved_table_locations(&metadata_location, &parsed.metadata);
-                TableIo::new(self.table_stores(&storage)?, locations)
+                TableIo::new(self.table_stores(ident, &storage)?, locations)
             }
         };
         Ok(LoadedTable::new(
@@ -346,19 +512,7 @@ impl Catalog for RestCatalog {
     }
 
     async fn load_table(&self, ident: &TableIdent) -> Result<LoadedTable> {
-        let what = format!("table {ident}");
-        let reply = self
-            .client()
-            .call(
-                Method::GET,
-                self.table_url(ident),
-                &[],
-                None,
-                &self.delegation(),
-                &what,
-            )
-            .await?;
-        let result: LoadTableResult = self.client().decode(&reply, &what)?;
+        let result = self.load_result(ident).await?;
         self.loaded(ident, result)
     }
 
@@ -459,25 +613,8 @@ impl Catalog for RestCatalog {
             "properties": properties,
             "stage-create": false,
         });
-        let url = self.client().url(&[
-            "namespaces",
-            &Self::namespace_segment(&ident.namespace),
-            "tables",
-        ]);
-        let what = format!("table {ident}");
-        let reply = self
-            .client()
-            .call(
-                Method::POST,
-                url,
-                &[],
-                Some(&body),
-                &self.delegation(),
-                &what,
-            )
-            .await?;
-        let result: LoadTableResult = self.client().decode(&reply, &what)?;
-        self.loaded(ident, result)
+        self.post_table(ident, "tables", &body, &format!("table {ident}"))
+            .await
     }
 
     async fn drop_table(&self, ident: &TableIdent, purge: bool) -> Result<()> {

@@ -58,14 +58,16 @@ pub(super) struct GetNamespaceResponse {
 
 impl LoadTableResult {
     /// The storage properties of the table: the table `config`, then the vended credential
-    /// whose prefix is the longest that `location` starts with.
+    /// whose prefix is the longest that `location` starts with (as a directory: the prefix
+    /// `s3://b/t/` covers the table at `s3://b/t`).
     pub(super) fn storage_properties(&self, location: &str) -> HashMap<String, String> {
         let mut props = self.config.clone().unwrap_or_default();
+        let as_dir = format!("{}/", location.trim_end_matches('/'));
         if let Some(best) = self
             .storage_credentials
             .iter()
             .flatten()
-            .filter(|c| location.starts_with(c.prefix.as_str()))
+            .filter(|c| as_dir.starts_with(c.prefix.as_str()))
             .max_by_key(|c| c.prefix.len())
         {
             props.extend(best.config.clone());
@@ -94,5 +96,23 @@ mod tests {
         let props = result.storage_properties("s3://b/t");
         assert_eq!(props["s3.access-key-id"], "tbl");
         assert_eq!(props["s3.endpoint"], "http://e");
+        // A prefix with the directory's slash (rustberg's) covers the table location too.
+        let result: LoadTableResult = serde_json::from_value(serde_json::json!({
+            "metadata": {},
+            "storage-credentials": [
+                {"prefix": "s3://b/t/", "config": {"s3.access-key-id": "dir"}},
+                {"prefix": "s3://b/tt/", "config": {"s3.access-key-id": "sibling"}}
+            ]
+        }))
+        .unwrap();
+        assert_eq!(
+            result.storage_properties("s3://b/t")["s3.access-key-id"],
+            "dir"
+        );
+        assert_eq!(
+            result.storage_properties("s3://b/t/")["s3.access-key-id"],
+            "dir"
+        );
+        assert!(result.storage_properties("s3://b/t2").is_empty());
     }
 }

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::moto::Moto;
+
 /// The API key every test server accepts.
 pub const API_KEY: &str = "rb_petrel-tests-0123456789abcdef";
 
@@ -73,12 +75,42 @@ impl Rustberg {
     /// Starts a server, or `None` (reason printed) when the binary is missing and
     /// `PETREL_REQUIRE_REST` is unset.
     pub fn start() -> Option<Self> {
+        Self::start_with(None, "", "", &[], None)
+    }
+
+    /// Starts a server whose warehouse is `warehouse` (default: a `file://` directory of its
+    /// own), with `storage_toml` added to its `[storage]` table, `extra_toml` appended to its
+    /// config and `env` set; `None` (reason printed)
+    /// as [`Rustberg::start`], and also when the binary lacks the cargo `feature` named
+    /// (`scripts/install-rustberg.sh` stamps the features it built with).
+    pub fn start_with(
+        warehouse: Option<&str>,
+        storage_toml: &str,
+        extra_toml: &str,
+        env: &[(&str, &str)],
+        feature: Option<&str>,
+    ) -> Option<Self> {
         let bin = binary();
-        if !bin.exists() {
-            let reason = format!(
-                "rustberg is not installed at {} (run scripts/install-rustberg.sh)",
-                bin.display()
-            );
+        let stamp = bin
+            .parent()
+            .and_then(Path::parent)
+            .map(|p| p.join("features"));
+        let built_with = stamp
+            .and_then(|s| std::fs::read_to_string(s).ok())
+            .unwrap_or_default();
+        let missing_feature = feature.filter(|f| !built_with.split(',').any(|b| b.trim() == *f));
+        if !bin.exists() || missing_feature.is_some() {
+            let reason = match missing_feature {
+                Some(f) if bin.exists() => format!(
+                    "rustberg at {} was built without the `{f}` feature (run \
+                     scripts/install-rustberg.sh)",
+                    bin.display()
+                ),
+                _ => format!(
+                    "rustberg is not installed at {} (run scripts/install-rustberg.sh)",
+                    bin.display()
+                ),
+            };
             if std::env::var_os("PETREL_REQUIRE_REST").is_some() {
                 panic!("PETREL_REQUIRE_REST is set but {reason}");
             }
@@ -86,9 +118,12 @@ impl Rustberg {
             return None;
         }
         let dir = tempfile::tempdir().expect("tempdir");
-        let warehouse = dir.path().join("warehouse");
+        let warehouse_dir = dir.path().join("warehouse");
         let catalog = dir.path().join("catalog");
-        std::fs::create_dir_all(&warehouse).expect("mkdir warehouse");
+        std::fs::create_dir_all(&warehouse_dir).expect("mkdir warehouse");
+        let warehouse = warehouse
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("file://{}", warehouse_dir.display()));
         std::fs::create_dir_all(&catalog).expect("mkdir catalog");
         // The server takes the port it is given; a port taken in between (rare) is retried.
         for _ in 0..3 {
@@ -112,13 +147,15 @@ key_env = "PETREL_TEST_RUSTBERG_KEY"
 
 [storage]
 catalog_url = "file://{catalog}"
-warehouse_location = "file://{warehouse}"
+warehouse_location = "{warehouse}"
+{storage_toml}
 
 [rate_limit]
 enabled = false
+
+{extra_toml}
 "#,
                     catalog = catalog.display(),
-                    warehouse = warehouse.display(),
                 ),
             )
             .expect("write rustberg.toml");
@@ -130,6 +167,7 @@ enabled = false
                 .args(["--dev", "--insecure-http"])
                 .env("PETREL_TEST_RUSTBERG_KEY", API_KEY)
                 .env("RUST_LOG", "warn")
+                .envs(env.iter().copied())
                 .current_dir(dir.path())
                 .stdin(Stdio::null())
                 .stdout(log_file.try_clone().expect("log"))
@@ -144,6 +182,57 @@ enabled = false
             let _ = child.wait();
         }
         panic!("rustberg did not start (see the logs above)");
+    }
+
+    /// A server whose warehouse `warehouse` (`s3://bucket/prefix`) is on `moto` (started
+    /// [`Moto::start_with_auth`]), vending credentials for it: STS AssumeRole (moto's) of a
+    /// role allowed all of S3, with rustberg's own S3 and STS requests signed by moto's IAM
+    /// user. `None` as [`Rustberg::start_with`] (also without the `aws-credentials` feature).
+    pub fn start_vending(moto: &Moto, warehouse: &str) -> Option<Self> {
+        let role_arn = moto.python(
+            r#"
+import json, sys, boto3
+iam = boto3.client("iam", endpoint_url=sys.argv[1], region_name="us-east-1")
+trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+         "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}
+arn = iam.create_role(RoleName="petrel-vended",
+                      AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+iam.put_role_policy(RoleName="petrel-vended", PolicyName="s3", PolicyDocument=json.dumps(
+    {"Version": "2012-10-17",
+     "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+print(arn)
+"#,
+            &[],
+        );
+        let extra = format!(
+            r#"[storage.properties]
+"s3.endpoint" = "{endpoint}"
+"s3.path-style-access" = "true"
+"s3.region" = "us-east-1"
+"s3.access-key-id" = "env:RUSTBERG_S3_KEY"
+"s3.secret-access-key" = "env:RUSTBERG_S3_SECRET"
+
+[credentials]
+provider = "aws"
+
+[credentials.aws]
+region = "us-east-1"
+role_arn = "{role}"
+duration_seconds = 900
+"#,
+            endpoint = moto.endpoint,
+            role = role_arn.trim(),
+        );
+        let env = [
+            ("RUSTBERG_S3_KEY", moto.access_key.as_str()),
+            ("RUSTBERG_S3_SECRET", moto.secret_key.as_str()),
+            // STS is moto's too.
+            ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
+            ("AWS_ACCESS_KEY_ID", moto.access_key.as_str()),
+            ("AWS_SECRET_ACCESS_KEY", moto.secret_key.as_str()),
+            ("AWS_REGION", "us-east-1"),
+        ];
+        Self::start_with(Some(warehouse), "", &extra, &env, Some("aws-credentials"))
     }
 
     /// The server's `file://` warehouse directory.

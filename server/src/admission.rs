@@ -5,6 +5,9 @@
 //!
 //! - a query (DoGet of a statement ticket or a prepared statement): from before planning until
 //!   its stream ends or is dropped; a polled query (PollFlightInfo) until its result is ready;
+//!   a live `table_changes(…, true)` stream is such a query and keeps its slot for as long as
+//!   it is open, waiting for commits included (`max_concurrent_queries` must leave room for the
+//!   streams a deployment keeps open; the test `a_polled_stream_runs_until_cancelled_and_holds_its_slot`);
 //! - a write (GetFlightInfo / DoPut of an INSERT, DDL, DELETE, UPDATE, bulk ingest): while it
 //!   runs;
 //! - planning RPCs — GetFlightInfo, GetSchema and PollFlightInfo of a statement or prepared

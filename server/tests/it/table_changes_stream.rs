@@ -4,6 +4,10 @@
 //! resumes from the last snapshot it has whole and misses nothing and repeats nothing; then
 //! CancelFlightInfo ends the stream. The reference is the model of the statements (which rows
 //! each one inserts and deletes) and the bounded `table_changes` of the same range.
+//!
+//! And a stream started by PollFlightInfo: it runs in the background and never completes, so
+//! every poll answers "running" while commits arrive; CancelFlightInfo ends it. An open stream
+//! holds its work slot (`server/src/admission.rs`) for as long as it is open.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -12,7 +16,11 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Int32Type, Int64Type};
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::sql::client::FlightSqlServiceClient;
-use arrow_flight::{Action, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus};
+use arrow_flight::sql::{CommandStatementQuery, ProstMessageExt};
+use arrow_flight::{
+    Action, CancelFlightInfoRequest, CancelFlightInfoResult, CancelStatus, FlightDescriptor,
+    FlightInfo, PollInfo,
+};
 use futures::StreamExt;
 use prost::Message;
 use tonic::transport::Channel;
@@ -238,4 +246,110 @@ async fn a_stream_sees_every_commit_once_in_order_and_resumes() {
     .await
     .expect("the stream ends after the cancel");
     assert_eq!(end.map(|s| s.code()), Some(tonic::Code::Cancelled));
+}
+
+async fn poll(
+    raw: &mut FlightServiceClient<Channel>,
+    d: FlightDescriptor,
+) -> Result<PollInfo, tonic::Status> {
+    raw.poll_flight_info(d).await.map(|r| r.into_inner())
+}
+
+async fn cancel(raw: &mut FlightServiceClient<Channel>, info: &FlightInfo) -> i32 {
+    let request = CancelFlightInfoRequest {
+        info: Some(info.clone()),
+    };
+    let mut response = raw
+        .do_action(Action {
+            r#type: "CancelFlightInfo".into(),
+            body: request.encode_to_vec().into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let body = response.message().await.unwrap().expect("a result").body;
+    CancelFlightInfoResult::decode(body).unwrap().status
+}
+
+/// PollFlightInfo on a live stream: each poll answers "running" (a retry descriptor, no
+/// endpoint), also after commits; CancelFlightInfo with the poll's FlightInfo answers CANCELLED
+/// and the next poll answers CANCELLED. Each open stream holds one work slot: with two slots and
+/// two polled streams open, a third query waits out the queue timeout and fails
+/// RESOURCE_EXHAUSTED; once one stream is cancelled, queries run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polled_stream_runs_until_cancelled_and_holds_its_slot() {
+    let warehouse = tempfile::TempDir::new().unwrap();
+    let wh = warehouse.path().to_str().unwrap();
+    let server = Petrel::start(&[
+        "--warehouse",
+        wh,
+        "--default-schema",
+        "db",
+        "--max-concurrent-queries",
+        "2",
+        "--queue-timeout-secs",
+        "1",
+    ]);
+    let mut writer = server.client().await;
+    run(&mut writer, "CREATE SCHEMA iceberg.db").await;
+    run(
+        &mut writer,
+        "CREATE TABLE iceberg.db.t (id BIGINT NOT NULL, v STRING) USING iceberg",
+    )
+    .await;
+    run(&mut writer, "INSERT INTO iceberg.db.t VALUES (0, 'start')").await;
+    let stream_sql = "SELECT id FROM table_changes('iceberg.db.t', NULL, NULL, true, 100)";
+    let descriptor = FlightDescriptor::new_cmd(
+        CommandStatementQuery {
+            query: stream_sql.into(),
+            transaction_id: None,
+        }
+        .as_any()
+        .encode_to_vec(),
+    );
+
+    let mut raw = FlightServiceClient::new(server.channel().await);
+    let first = poll(&mut raw, descriptor.clone()).await.unwrap();
+    let retry = first
+        .flight_descriptor
+        .clone()
+        .expect("a running stream: a retry descriptor");
+    assert!(
+        first.info.as_ref().unwrap().endpoint.is_empty(),
+        "no endpoint while running"
+    );
+    for n in 1..=2 {
+        run(
+            &mut writer,
+            &format!("INSERT INTO iceberg.db.t VALUES ({n}, 'more')"),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let again = poll(&mut raw, retry.clone()).await.unwrap();
+        assert!(
+            again.flight_descriptor.is_some(),
+            "still running after commit {n}"
+        );
+        assert!(again.info.as_ref().unwrap().endpoint.is_empty());
+    }
+
+    // A second polled stream takes the other slot: a third query cannot get one.
+    let second = poll(&mut raw, descriptor).await.unwrap();
+    let started = Instant::now();
+    let refused = common::query(&mut writer, "SELECT 1").await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "it waited the queue timeout"
+    );
+
+    // Cancelling a stream gives its slot back; its next poll answers CANCELLED.
+    let status = cancel(&mut raw, first.info.as_ref().unwrap()).await;
+    assert_eq!(status, CancelStatus::Cancelled as i32);
+    let after = poll(&mut raw, retry).await.unwrap_err();
+    assert_eq!(after.code(), tonic::Code::Cancelled, "{after}");
+    let one = common::query(&mut writer, "SELECT 1 AS one").await.unwrap();
+    assert_eq!(one[0].column(0).as_primitive::<Int64Type>().value(0), 1);
+    let status = cancel(&mut raw, second.info.as_ref().unwrap()).await;
+    assert_eq!(status, CancelStatus::Cancelled as i32);
 }

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod many_files;
 pub(crate) mod timing;
 
 use std::collections::HashMap;

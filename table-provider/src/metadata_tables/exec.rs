@@ -1,5 +1,6 @@
 //! [`MetadataScanExec`]: the scan of a metadata table: streams the batches its
-//! [`MetadataRows`] produce (projected columns only), cut at the pushed limit.
+//! [`MetadataRows`] produce (projected columns only, sources the pushed filters exclude
+//! skipped), cut at the pushed limit.
 
 use std::any::Any;
 use std::fmt;
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -22,6 +24,7 @@ pub struct MetadataScanExec {
     kind: MetadataTableKind,
     rows: Arc<dyn MetadataRows>,
     projection: Vec<usize>,
+    filters: Vec<Expr>,
     limit: Option<usize>,
     properties: Arc<PlanProperties>,
 }
@@ -32,6 +35,7 @@ impl fmt::Debug for MetadataScanExec {
             .field("table", &self.table)
             .field("kind", &self.kind)
             .field("projection", &self.projection)
+            .field("filters", &self.filters)
             .field("limit", &self.limit)
             .finish_non_exhaustive()
     }
@@ -43,6 +47,7 @@ impl MetadataScanExec {
         kind: MetadataTableKind,
         rows: Arc<dyn MetadataRows>,
         projection: Vec<usize>,
+        filters: Vec<Expr>,
         limit: Option<usize>,
     ) -> DFResult<Self> {
         let schema = Arc::new(rows.schema().project(&projection)?);
@@ -57,6 +62,7 @@ impl MetadataScanExec {
             kind,
             rows,
             projection,
+            filters,
             limit,
             properties,
         })
@@ -75,6 +81,10 @@ impl DisplayAs for MetadataScanExec {
             "MetadataScanExec: {}${}, projection={:?}",
             self.table, self.kind, self.projection
         )?;
+        if !self.filters.is_empty() {
+            let filters: Vec<String> = self.filters.iter().map(ToString::to_string).collect();
+            write!(f, ", pruning_filters=[{}]", filters.join(", "))?;
+        }
         if let Some(limit) = self.limit {
             write!(f, ", limit={limit}")?;
         }
@@ -117,7 +127,9 @@ impl ExecutionPlan for MetadataScanExec {
             )));
         }
         let schema: SchemaRef = self.schema();
-        let batches = self.rows.batches(self.projection.clone());
+        let batches = self
+            .rows
+            .pruned_batches(self.projection.clone(), &self.filters);
         let stream = match self.limit {
             None => batches.map(|b| b.map_err(DataFusionError::from)).boxed(),
             Some(limit) => batches

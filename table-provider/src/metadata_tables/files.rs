@@ -22,6 +22,7 @@ use arrow::array::{
     StructArray,
 };
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+use datafusion::logical_expr::Expr;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{
@@ -30,6 +31,7 @@ use iceberg::spec::{
 };
 
 use super::partition_type::PartitionType;
+use super::pushdown::{ManifestFilter, Shape};
 use super::readable_metrics::ReadableMetrics;
 use super::{MetadataRows, MetadataTableKind};
 use crate::catalog::LoadedTable;
@@ -163,6 +165,17 @@ impl FilesRows {
             metrics,
             schema: Arc::new(Schema::new(fields)),
         })
+    }
+}
+
+impl FilesRows {
+    /// How the pushed filters name the data file's fields.
+    fn shape(&self) -> Shape {
+        if is_entries(self.kind) {
+            Shape::Entries
+        } else {
+            Shape::Files
+        }
     }
 }
 
@@ -484,6 +497,19 @@ impl MetadataRows for FilesRows {
     }
 
     fn batches(&self, projection: Vec<usize>) -> BoxStream<'static, Result<RecordBatch>> {
+        self.pruned_batches(projection, &[])
+    }
+
+    fn prunes(&self, filter: &Expr) -> bool {
+        ManifestFilter::prunes(filter, self.shape(), &self.partition)
+    }
+
+    fn pruned_batches(
+        &self,
+        projection: Vec<usize>,
+        filters: &[Expr],
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        let filter = ManifestFilter::new(filters, self.shape(), &self.partition);
         let this = Arc::new(FilesRows {
             kind: self.kind,
             table: self.table.clone(),
@@ -502,7 +528,10 @@ impl MetadataRows for FilesRows {
                 let this = Arc::clone(&this);
                 let wanted: Vec<ManifestFile> = manifests
                     .into_iter()
-                    .filter(|mf| this.wants_manifest(mf.content))
+                    .filter(|mf| {
+                        this.wants_manifest(mf.content)
+                            && filter.may_match(mf, this.table.metadata())
+                    })
                     .collect();
                 let projection = projection.clone();
                 futures::stream::iter(wanted)

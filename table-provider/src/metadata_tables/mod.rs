@@ -18,7 +18,8 @@
 //!   streamed, never held whole;
 //! - [`partitions`]: `partitions` (an aggregate over the snapshot's manifests);
 //! - [`position_deletes`]: the rows of the snapshot's position-delete files and deletion vectors;
-//! - [`readable_metrics`] and [`partition_type`]: the column types the files tables share.
+//! - [`readable_metrics`] and [`partition_type`]: the column types the files tables share;
+//! - [`pushdown`]: filters of the files and entries tables that skip manifests.
 //!
 //! Time travel (`FOR VERSION AS OF`, a ref, a timestamp) selects the snapshot of the
 //! snapshot-scoped tables (files, entries, manifests, partitions, position deletes), as Spark
@@ -33,6 +34,7 @@ mod partition_type;
 mod partitions;
 mod position_deletes;
 mod provider;
+mod pushdown;
 mod readable_metrics;
 
 pub use exec::MetadataScanExec;
@@ -42,6 +44,7 @@ use std::fmt;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
+use datafusion::logical_expr::Expr;
 use futures::stream::BoxStream;
 
 use crate::error::Result;
@@ -183,6 +186,21 @@ pub(crate) trait MetadataRows: fmt::Debug + Send + Sync {
 
     /// The rows, as batches of the columns `projection` picks of [`Self::schema`], streamed.
     fn batches(&self, projection: Vec<usize>) -> BoxStream<'static, Result<RecordBatch>>;
+
+    /// Whether `filter` lets the table skip reading some of its sources (see `pushdown`).
+    fn prunes(&self, _filter: &Expr) -> bool {
+        false
+    }
+
+    /// [`Self::batches`], skipping what `filters` (those [`Self::prunes`] accepts) exclude.
+    /// Rows the filters reject may remain: DataFusion applies them again.
+    fn pruned_batches(
+        &self,
+        projection: Vec<usize>,
+        _filters: &[Expr],
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        self.batches(projection)
+    }
 }
 
 /// `location` (normalised: `file:///…`) spelt as `like` spells its prefix (`/…`, `file:/…`,

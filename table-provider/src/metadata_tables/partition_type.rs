@@ -100,6 +100,20 @@ impl PartitionType {
         self.fields.is_empty()
     }
 
+    /// The position in the union, and the partition field id, of the field named `name`.
+    pub(crate) fn field_named(&self, name: &str) -> Option<(usize, i32)> {
+        self.fields
+            .iter()
+            .enumerate()
+            .find(|(_, (_, f))| f.name == name)
+            .map(|(pos, (id, _))| (pos, *id))
+    }
+
+    /// The Iceberg type of the union field with partition field id `field_id`.
+    pub(crate) fn field_type(&self, field_id: i32) -> Option<&Type> {
+        self.fields.get(&field_id).map(|f| &f.ty)
+    }
+
     /// The column's Arrow type.
     pub(crate) fn data_type(&self) -> DataType {
         DataType::Struct(self.arrow.clone())

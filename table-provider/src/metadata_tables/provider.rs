@@ -4,7 +4,9 @@
 //! - Projection: only the projected columns are built (`readable_metrics`, the widest, only
 //!   when asked for).
 //! - Limit: the scan stops reading manifests once it has produced the limit.
-//! - Filters stay above the scan (DataFusion applies them to the streamed batches).
+//! - Filters stay above the scan (DataFusion applies them to the streamed batches); those of
+//!   the files and entries tables on `content`, `spec_id`, `partition.<f>` and `status` also
+//!   skip the manifests that cannot match (`Inexact`, see `pushdown`).
 //! - Writes (`INSERT`, `DELETE`, `UPDATE`) are refused naming the table.
 
 use std::any::Any;
@@ -108,17 +110,23 @@ impl TableProvider for MetadataTableProvider {
         &self,
         filters: &[&Expr],
     ) -> DFResult<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![
-            TableProviderFilterPushDown::Unsupported;
-            filters.len()
-        ])
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if self.rows.prunes(f) {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
     }
 
     async fn scan(
         &self,
         _state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let projection = match projection {
@@ -130,6 +138,11 @@ impl TableProvider for MetadataTableProvider {
             self.kind,
             Arc::clone(&self.rows),
             projection,
+            filters
+                .iter()
+                .filter(|f| self.rows.prunes(f))
+                .cloned()
+                .collect(),
             limit,
         )?))
     }

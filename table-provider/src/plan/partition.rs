@@ -43,6 +43,18 @@ impl PartitionFilter {
         }
     }
 
+    /// A predicate already over `spec`'s partition field positions (a filter on partition
+    /// values themselves, as the metadata tables' `partition` column holds them).
+    pub(crate) fn on_partition_values(
+        predicate: Predicate,
+        spec: &PartitionSpec,
+        schema: &Schema,
+    ) -> Self {
+        let mut filter = Self::project(&Predicate::True, spec, schema);
+        filter.predicate = predicate;
+        filter
+    }
+
     /// Whether a file with partition tuple `partition` might hold matching rows.
     pub(crate) fn matches_partition(&self, partition: &Struct) -> bool {
         if self.predicate.is_true() {

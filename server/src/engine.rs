@@ -50,9 +50,10 @@ use crate::executor::{QueryExecutor, is_write, parameter_schema};
 use crate::information_schema::TruthfulNumericPrecision;
 use crate::memory::ServerMemory;
 use crate::parameters::{DEFAULT_MAX_PARAMETER_ROWS, ParameterRows};
-use crate::plan_cache::PlanCache;
+use crate::plan_cache::{PREPARED_PLAN_MAX_AGE, PlanCache, prepared_plan_ticket};
+use crate::plan_freshness::reads_current_tables;
 use crate::policy::{self, Policy};
-use crate::proto::petrel::{SessionDefaults, StatementTicket};
+use crate::proto::petrel::{PreparedStatementHandle, SessionDefaults, StatementTicket};
 use crate::query_report::QueryReport;
 use crate::sql_text::{normalize_sql, order_placeholders};
 
@@ -319,6 +320,27 @@ impl QueryEngine {
     /// Keeps the plan of `ticket`'s statement for its DoGet (see `plan_cache`).
     pub fn keep_plan(&self, ticket: &StatementTicket, planned: Planned) {
         self.planned.insert(ticket, planned);
+    }
+
+    /// Keeps a CreatePreparedStatement's plan (of a read without parameters) for the
+    /// GetFlightInfo of the same `handle` (see `plan_cache`).
+    pub fn keep_prepared_plan(&self, handle: &PreparedStatementHandle, planned: Planned) {
+        if let Some(ticket) = prepared_plan_ticket(handle) {
+            self.planned.insert(&ticket, planned);
+        }
+    }
+
+    /// The plan CreatePreparedStatement kept for `handle`, removed, when it is young enough and
+    /// every table it scans is still at the version planned (`plan_freshness`); `None`: plan
+    /// again.
+    pub async fn take_prepared_plan(&self, handle: &PreparedStatementHandle) -> Option<Planned> {
+        let ticket = prepared_plan_ticket(handle)?;
+        let planned = self
+            .planned
+            .take_younger_than(&ticket, PREPARED_PLAN_MAX_AGE)?;
+        reads_current_tables(planned.frame.logical_plan())
+            .await
+            .then_some(planned)
     }
 
     /// Plans `sql` and binds one row of `params` (if given); returns the frame and the schema
@@ -717,6 +739,14 @@ impl QueryExecutor for QueryEngine {
 
     fn keep_plan(&self, ticket: &StatementTicket, planned: Planned) {
         QueryEngine::keep_plan(self, ticket, planned);
+    }
+
+    fn keep_prepared_plan(&self, handle: &PreparedStatementHandle, planned: Planned) {
+        QueryEngine::keep_prepared_plan(self, handle, planned);
+    }
+
+    async fn take_prepared_plan(&self, handle: &PreparedStatementHandle) -> Option<Planned> {
+        QueryEngine::take_prepared_plan(self, handle).await
     }
 
     async fn plan_write(

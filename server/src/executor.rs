@@ -25,7 +25,7 @@ use crate::admission::Admission;
 use crate::cancellation::{Cancellations, Registration};
 use crate::engine::{CatalogSource, EngineOptions, Planned};
 use crate::error::df_status;
-use crate::proto::petrel::{SessionDefaults, StatementTicket};
+use crate::proto::petrel::{PreparedStatementHandle, SessionDefaults, StatementTicket};
 use crate::sql_text::order_placeholders;
 
 /// Plans and runs the statements of the Flight SQL service; see the module docs.
@@ -62,6 +62,14 @@ pub trait QueryExecutor: Send + Sync + std::fmt::Debug {
 
     /// Keeps the plan of `ticket`'s statement for its DoGet.
     fn keep_plan(&self, ticket: &StatementTicket, planned: Planned);
+
+    /// Keeps a CreatePreparedStatement's plan (a read without parameters) for the
+    /// GetFlightInfo of the same handle.
+    fn keep_prepared_plan(&self, handle: &PreparedStatementHandle, planned: Planned);
+
+    /// The plan kept for `handle` by its CreatePreparedStatement, removed, if it may still be
+    /// used (young, and every table it reads unchanged since); `None`: plan again.
+    async fn take_prepared_plan(&self, handle: &PreparedStatementHandle) -> Option<Planned>;
 
     /// Plans the write `sql` with every bound parameter row (IPC bytes) as one statement.
     async fn plan_write(

@@ -58,6 +58,7 @@ pub mod memory;
 pub mod metrics;
 pub mod parameters;
 mod plan_cache;
+mod plan_freshness;
 pub mod policy;
 pub mod query_report;
 pub mod scan_stats;

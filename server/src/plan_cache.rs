@@ -11,8 +11,15 @@
 //! weighed by an estimate of its memory: its ticket, its plan nodes and expressions — a
 //! `VALUES` list of a million literals weighs what it holds — and its schema).
 //!
-//! Only GetFlightInfo keeps plans: GetSchema describes a statement without keeping anything,
-//! and PollFlightInfo runs its plan itself.
+//! Only GetFlightInfo keeps plans (of a statement, and of a prepared statement without bound
+//! parameters, which ADBC drivers use for every query): GetSchema describes a statement without
+//! keeping anything, and PollFlightInfo runs its plan itself.
+//!
+//! CreatePreparedStatement keeps its plan too, for the GetFlightInfo of the same handle (ADBC
+//! prepares and executes every query that way), under a query id made from the handle's random
+//! nonce (`prepared_plan_ticket`). That plan is used once, only within
+//! [`PREPARED_PLAN_MAX_AGE`], only without bound parameters, and only when every table it scans
+//! is still at the version planned (`plan_freshness`): a commit in between is seen.
 //!
 //! Tickets are signed and bound to their user (`tickets`), so only the client a ticket was
 //! issued to can present its query id here. Even so, a lookup whose ticket differs from the
@@ -25,14 +32,35 @@ use std::time::{Duration, Instant};
 
 use crate::engine::Planned;
 use crate::locks::lock;
-use crate::proto::petrel::StatementTicket;
+use crate::proto::petrel::{PreparedStatementHandle, StatementTicket};
 
 /// How long a plan waits for its DoGet.
 pub(crate) const PLAN_TTL: Duration = Duration::from_secs(30);
+/// How long a CreatePreparedStatement's plan waits for the handle's GetFlightInfo.
+pub(crate) const PREPARED_PLAN_MAX_AGE: Duration = Duration::from_secs(2);
 /// Plans kept at most (the oldest go first).
 pub(crate) const PLAN_CAPACITY: usize = 256;
 /// Estimated bytes of all kept plans at most (the oldest go first).
 pub(crate) const PLAN_CACHE_BYTES: usize = 64 << 20;
+
+/// The key under which a CreatePreparedStatement's plan waits for the handle's GetFlightInfo:
+/// the handle's SQL and session, and a query id made from its random nonce (statement tickets'
+/// query ids are 16 random bytes, so they never collide with it). `None` for a handle with
+/// bound parameters (those are bound and planned per row).
+pub(crate) fn prepared_plan_ticket(handle: &PreparedStatementHandle) -> Option<StatementTicket> {
+    if !handle.parameters.is_empty() || handle.nonce.is_empty() {
+        return None;
+    }
+    let mut query_id = b"prepared:".to_vec();
+    query_id.extend_from_slice(&handle.nonce);
+    Some(StatementTicket {
+        version: handle.version,
+        sql: handle.sql.clone(),
+        session: handle.session.clone(),
+        parameters: Default::default(),
+        query_id: query_id.into(),
+    })
+}
 
 /// An estimate of the memory a planned statement holds.
 fn weight(ticket: &StatementTicket, planned: &Planned) -> usize {
@@ -121,6 +149,16 @@ impl PlanCache {
     /// The plan kept for exactly `ticket`, removed; `None` when there is none (or it expired).
     /// An entry with the same query id but another ticket stays.
     pub(crate) fn take(&self, ticket: &StatementTicket) -> Option<Planned> {
+        self.take_younger_than(ticket, PLAN_TTL)
+    }
+
+    /// [`Self::take`], for a plan kept less than `max_age` ago (`None` for an older one, which
+    /// is removed all the same).
+    pub(crate) fn take_younger_than(
+        &self,
+        ticket: &StatementTicket,
+        max_age: Duration,
+    ) -> Option<Planned> {
         if ticket.query_id.is_empty() {
             return None;
         }
@@ -128,7 +166,7 @@ impl PlanCache {
         let at = entries.list.iter().position(|e| e.ticket == *ticket)?;
         let entry = entries.list.remove(at)?;
         entries.bytes -= entry.bytes;
-        (entry.at.elapsed() < PLAN_TTL).then_some(entry.planned)
+        (entry.at.elapsed() < max_age.min(PLAN_TTL)).then_some(entry.planned)
     }
 
     /// Plans kept now (expired ones included until the next insert drops them).

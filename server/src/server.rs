@@ -21,7 +21,7 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 
 use crate::auth::Authenticator;
-use crate::config::{CatalogConfig, ServerConfig};
+use crate::config::{CatalogConfig, Secret, ServerConfig};
 use crate::engine::{CatalogSource, EngineOptions, QueryEngine};
 use crate::flight_sql::PetrelFlightSql;
 use crate::flight_sql::service::PetrelService;
@@ -240,10 +240,12 @@ pub async fn serve(
     let auth = Arc::new(
         Authenticator::new(
             &cfg.users,
-            cfg.token_secret.as_deref(),
+            cfg.token_secret.as_ref().map(Secret::expose),
             Duration::from_secs(cfg.token_ttl_secs),
         )?
-        .with_ticket_signer(TicketSigner::from_config(cfg.ticket_secret.as_deref())?),
+        .with_ticket_signer(TicketSigner::from_config(
+            cfg.ticket_secret.as_ref().map(Secret::expose),
+        )?),
     );
     if !auth.enabled() && !cfg.bind.ip().is_loopback() && !cfg.allow_unauthenticated_remote {
         return Err(format!(

@@ -150,10 +150,14 @@ fn namespace_of(
     parts: &[String],
 ) -> Result<(String, Option<String>)> {
     let catalogs = state.catalog_list();
+    // (An Iceberg catalog's `schema()` asks the catalog nothing: ask it here.)
     let has_schema = |catalog: &str, schema: &str| {
-        catalogs
-            .catalog(catalog)
-            .is_some_and(|c| c.schema(schema).is_some())
+        catalogs.catalog(catalog).is_some_and(|c| {
+            match c.as_any().downcast_ref::<IcebergCatalogProvider>() {
+                Some(iceberg) => iceberg.has_namespace(schema),
+                None => c.schema(schema).is_some(),
+            }
+        })
     };
     let (catalog, schema) = match parts {
         [only] if !has_schema(default_catalog, only) && catalogs.catalog(only).is_some() => {

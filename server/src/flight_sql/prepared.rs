@@ -40,7 +40,7 @@ use futures::{StreamExt, TryStreamExt};
 use tonic::Status;
 
 use crate::cancellation::prepared_query_id;
-use crate::engine::flight_schema;
+use crate::engine::{Planned, flight_schema};
 use crate::error::to_status;
 use crate::executor::{QueryExecutor, is_write, parameter_schema};
 use crate::flight_sql::statement::{
@@ -137,11 +137,18 @@ pub(crate) async fn create(
         parameters: Bytes::new(),
         nonce: Bytes::from(crate::auth::random_bytes(8)),
     };
-    Ok(ActionCreatePreparedStatementResult {
+    let result = ActionCreatePreparedStatementResult {
         prepared_statement_handle: tickets.handle(&handle),
         dataset_schema: schema_bytes(&dataset)?,
         parameter_schema: schema_bytes(&params)?,
-    })
+    };
+    if !is_write(&frame) && params.fields().is_empty() {
+        // The handle's GetFlightInfo (ADBC sends it next) may run this plan instead of
+        // planning again, if no table changed in between (`plan_cache`).
+        let schema = flight_schema(frame.schema().inner());
+        engine.keep_prepared_plan(&handle, Planned { frame, schema });
+    }
+    Ok(result)
 }
 
 /// DoPut(CommandPreparedStatementQuery): binds parameter rows, returns the new handle.
@@ -204,7 +211,9 @@ async fn read_parameters(
         })?;
         size += batch.get_array_memory_size();
         if size > MAX_PARAMETER_BYTES {
-            return Err(Status::invalid_argument(format!(
+            // A resource limit, like `max_parameter_rows`: RESOURCE_EXHAUSTED, and the rest
+            // of the stream is not read.
+            return Err(Status::resource_exhausted(format!(
                 "bound parameters exceed {} MiB; bind fewer rows per execution",
                 MAX_PARAMETER_BYTES >> 20
             )));
@@ -253,16 +262,30 @@ pub(crate) async fn flight_info_for(
         .admission()
         .admit(super::statement::rpc_name(schema_only))
         .await?;
-    if first.is_none() {
-        let frame = engine.plan_sql(&handle.sql, &session).await?;
-        let n = parameter_schema(&frame)?.fields().len();
-        if n > 0 {
-            return Err(Status::invalid_argument(format!(
-                "the statement has {n} parameter(s) but no values were bound (DoPut)"
-            )));
+    // Without parameters the statement is planned once: that plan answers the parameter
+    // check, the schema, and (kept below) the DoGet.
+    let keep = first.is_none();
+    let kept = match first {
+        None if !schema_only => engine.take_prepared_plan(&handle).await,
+        _ => None,
+    };
+    let planned = match first {
+        // CreatePreparedStatement's plan, no table changed since (its parameters were counted
+        // there: none).
+        None if kept.is_some() => kept.ok_or_else(|| Status::internal("kept plan vanished"))?,
+        None => {
+            let frame = engine.plan_sql(&handle.sql, &session).await?;
+            let n = parameter_schema(&frame)?.fields().len();
+            if n > 0 {
+                return Err(Status::invalid_argument(format!(
+                    "the statement has {n} parameter(s) but no values were bound (DoPut)"
+                )));
+            }
+            let schema = flight_schema(frame.schema().inner());
+            Planned { frame, schema }
         }
-    }
-    let planned = engine.plan(&handle.sql, &session, first).await?;
+        first => engine.plan(&handle.sql, &session, first).await?,
+    };
     let ticket = statement_ticket(&handle.sql, session.clone(), handle.parameters.clone());
     if is_write(&planned.frame) {
         // Runs now, once, with every bound row; the ticket carries the count.
@@ -283,11 +306,17 @@ pub(crate) async fn flight_info_for(
         };
         return write_info(tickets, ticket.query_id.clone(), count, &ticket, descriptor);
     }
+    let info = flight_info(&planned.schema, tickets.statement(&ticket), descriptor)?;
     if !schema_only {
         // The ticket's query id is what CancelFlightInfo names.
         engine.cancellations().issued(&ticket.query_id);
+        // Its DoGet runs this plan instead of planning again (`plan_cache`; a ticket with
+        // parameter rows binds and plans each row when it runs).
+        if keep {
+            engine.keep_plan(&ticket, planned);
+        }
     }
-    flight_info(&planned.schema, tickets.statement(&ticket), descriptor)
+    Ok(info)
 }
 
 /// DoPut(CommandPreparedStatementUpdate): runs the write once with all its parameter rows

@@ -9,7 +9,11 @@
 //!   ticket, and GetFlightInfo's ticket);
 //! - PollFlightInfo of a query over a 40-file table reports rising progress, ends with the
 //!   endpoint, and the endpoint's DoGet returns the result; a polled query can be cancelled;
-//!   GetSchema and PollFlightInfo leave no plan in the plan cache;
+//!   GetSchema and PollFlightInfo leave no plan in the plan cache; GetFlightInfo of a statement
+//!   or of a prepared statement without parameters keeps one that its DoGet takes;
+//! - CreatePreparedStatement's plan serves the handle's GetFlightInfo (one plan per ADBC-style
+//!   query, counted by the server's planning metric) while its table is unchanged, and a commit
+//!   by another catalog instance in between is seen (that plan is dropped, the query replanned);
 //! - with every work slot taken, each planning RPC and the catalog-reading metadata DoGets
 //!   answer RESOURCE_EXHAUSTED after the queue timeout while GetSqlInfo, GetCatalogs and the
 //!   cancel keep succeeding.
@@ -17,8 +21,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arrow::array::{AsArray, RecordBatch};
-use arrow::datatypes::Int64Type;
+use arrow::array::{AsArray, Int32Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use arrow_flight::sql::{
@@ -480,6 +484,157 @@ async fn poll_reports_progress_and_ends_with_the_endpoint() {
         .unwrap();
     assert_eq!(drain(s).await.unwrap(), 2_000);
     assert_eq!(server.engine.plans_kept(), 0, "its DoGet took it");
+
+    // So does a prepared statement's GetFlightInfo without parameters (ADBC runs every query
+    // that way): one plan answers the parameter check, the schema and the DoGet.
+    let mut prepared = client.prepare(quick.into(), None).await.unwrap();
+    let info = prepared.execute().await.unwrap();
+    assert_eq!(
+        server.engine.plans_kept(),
+        1,
+        "a prepared statement's GetFlightInfo keeps its plan"
+    );
+    let s = client
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(drain(s).await.unwrap(), 2_000);
+    assert_eq!(server.engine.plans_kept(), 0, "its DoGet took it");
+    // With bound parameters nothing is kept: each row is bound and planned when it runs.
+    let mut bound = client
+        .prepare("SELECT k, s FROM db.t WHERE k = $1".into(), None)
+        .await
+        .unwrap();
+    bound
+        .set_parameters(
+            RecordBatch::try_new(
+                Arc::new(Schema::new(vec![Field::new("0", DataType::Int32, false)])),
+                vec![Arc::new(Int32Array::from(vec![3, 5]))],
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let info = bound.execute().await.unwrap();
+    assert_eq!(server.engine.plans_kept(), 0, "bound parameters");
+    let s = client
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(drain(s).await.unwrap(), 4_000, "k = 3, then k = 5");
+}
+
+/// SQL plans made by this process so far (`petrel_planning_seconds_count{stage="sql"}`; nextest
+/// runs each test in its own process).
+fn sql_plans(engine: &Arc<QueryEngine>) -> u64 {
+    let text = petrel_server::metrics::render(&petrel_server::metrics::Sources {
+        engine: Arc::clone(engine),
+        sessions: Arc::new(petrel_server::session::SessionStore::new(
+            SessionDefaults::default(),
+        )),
+    });
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("petrel_planning_seconds_count{stage=\"sql\"}"))
+        .expect("the planning metric");
+    line.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64
+}
+
+/// Runs the prepared statement `sql` as ADBC does (CreatePreparedStatement, GetFlightInfo of the
+/// handle, DoGet); its one row as (count, sum) and the SQL plans the server made for it.
+async fn prepared_count_and_sum(server: &InProcess, sql: &str) -> ((i64, i64), u64) {
+    let before = sql_plans(&server.engine);
+    let mut client = server.client();
+    let mut prepared = client.prepare(sql.into(), None).await.unwrap();
+    let info = prepared.execute().await.unwrap();
+    let batches: Vec<RecordBatch> = client
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    prepared.close().await.unwrap();
+    let b = &batches[0];
+    let row = (
+        b.column(0).as_primitive::<Int64Type>().value(0),
+        b.column(1).as_primitive::<Int64Type>().value(0),
+    );
+    (row, sql_plans(&server.engine) - before)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_plan_serves_its_execution_only_while_its_table_is_current() {
+    let server = InProcess::start(4, Duration::from_secs(5)).await;
+    server.update("CREATE SCHEMA iceberg.db").await;
+    server
+        .update("CREATE TABLE db.p (k BIGINT) USING iceberg")
+        .await;
+    server.update("INSERT INTO db.p VALUES (1), (2), (3)").await;
+    let sql = "SELECT count(*), sum(k) FROM db.p";
+
+    // Nothing changed between CreatePreparedStatement and GetFlightInfo: one plan serves the
+    // statement's schema, its execution and its DoGet.
+    assert_eq!(prepared_count_and_sum(&server, sql).await, ((3, 6), 1));
+    assert_eq!(server.engine.plans_kept(), 0, "the DoGet took the plan");
+
+    // Another catalog instance over the same warehouse (its own caches, as another Petrel
+    // process has) commits between CreatePreparedStatement and GetFlightInfo: the execution
+    // sees the new row.
+    let warehouse = server._dir.path().join("warehouse");
+    let other = Arc::new(QueryEngine::new(
+        vec![(
+            "iceberg".into(),
+            CatalogSource::Iceberg(
+                petrel_server::server::open_catalog(&CatalogConfig::Filesystem {
+                    name: "iceberg".into(),
+                    warehouse,
+                    storage: Default::default(),
+                })
+                .await
+                .unwrap(),
+            ),
+        )],
+        EngineOptions::default(),
+    ));
+    let session = SessionDefaults {
+        catalog: "iceberg".into(),
+        schema: "db".into(),
+    };
+    let mut client = server.client();
+    let mut prepared = client.prepare(sql.into(), None).await.unwrap();
+    let insert = "INSERT INTO db.p VALUES (10)";
+    let frame = other.plan_write(insert, &session, &[]).await.unwrap();
+    assert_eq!(
+        other.run_write(frame, b"w", "test", insert).await.unwrap(),
+        1
+    );
+    let after_commit = sql_plans(&server.engine);
+    let info = prepared.execute().await.unwrap();
+    let batches: Vec<RecordBatch> = client
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let b = &batches[0];
+    assert_eq!(
+        (
+            b.column(0).as_primitive::<Int64Type>().value(0),
+            b.column(1).as_primitive::<Int64Type>().value(0),
+        ),
+        (4, 16),
+        "the row committed after CreatePreparedStatement is read"
+    );
+    assert_eq!(
+        sql_plans(&server.engine) - after_commit,
+        1,
+        "planned again after the commit (once: GetFlightInfo's plan serves the DoGet)"
+    );
+    assert_eq!(server.engine.plans_kept(), 0);
+
+    // And the next query reads the same state with one plan again.
+    assert_eq!(prepared_count_and_sum(&server, sql).await, ((4, 16), 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

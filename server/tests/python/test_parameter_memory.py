@@ -3,7 +3,7 @@ from parameters").
 
 Before: one client binding 1,000,000 one-byte parameter rows to `SELECT CAST(? AS BIGINT) + 1`
 planned every row up front, each in its own session, and drove the server past 4 GB of RSS.
-Now a batch over `max_parameter_rows` is refused with RESOURCE_EXHAUSTED before anything is
+Now a batch over (1M rows, or 10M in ten batches) `max_parameter_rows` is refused with RESOURCE_EXHAUSTED before anything is
 planned, a batch within it runs one row at a time, and other clients keep being served while
 the server stays within its memory.
 """
@@ -60,11 +60,20 @@ def test_huge_parameter_batches_are_refused_while_others_are_served(start_petrel
     peak = 0
     try:
         with flight_sql.connect(server.uri, autocommit=True) as conn, conn.cursor() as cur:
-            for _ in range(3):
+            million = params(1_000_000)
+            # One batch of 1M rows (over max_parameter_rows), twice, then the issue's 10M
+            # rows as a stream of ten 1M-row batches: refused once the stream passes the
+            # 8 MiB the server holds for one bind, without reading the rest.
+            ten_million = pa.Table.from_batches([million] * 10)
+            for upload, limit in [
+                (million, "max_parameter_rows"),
+                (million, "max_parameter_rows"),
+                (ten_million, "bound parameters exceed 8 MiB"),
+            ]:
                 with pytest.raises(adbc_driver_manager.Error, match="ResourceExhausted") as err:
-                    cur.execute(SQL, params(1_000_000))
+                    cur.execute(SQL, upload)
                     cur.fetchall()
-                assert "max_parameter_rows" in str(err.value)
+                assert limit in str(err.value)
                 peak = max(peak, rss_bytes(pid))
         time.sleep(1)
         peak = max(peak, rss_bytes(pid))

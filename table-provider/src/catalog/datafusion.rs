@@ -15,9 +15,12 @@
 //!   needs `None` for those). Any other failure to load the table (storage outage, catalog
 //!   database down, corrupt metadata) is returned as it is, inside a DataFusion `Context`
 //!   naming the table.
-//! - [`CatalogProvider::schema`] answers `None` only when the catalog says the namespace does not
-//!   exist; when it cannot tell (its IO failed), it hands out the schema provider anyway, so the
-//!   table lookup that follows reports the catalog's real error instead of "no such schema".
+//! - [`CatalogProvider::schema`] asks the catalog nothing: DataFusion calls it for every table a
+//!   statement names, and the table load that follows answers for the namespace too (a missing
+//!   namespace holds no table: `Ok(None)`, the same "table not found"; a failing catalog: its
+//!   real error). A query thus costs one catalog call per table, not a namespace listing first.
+//!   Callers that need to know whether a namespace exists ask
+//!   [`IcebergCatalogProvider::has_namespace`] (`SHOW TABLES IN`) or the async [`Catalog`].
 //! - DataFusion's listing calls (`schema_names`, `table_names`) cannot fail: on an error they log
 //!   it and return an empty list. Callers that must tell "empty" from "failed" (the server's
 //!   GetDbSchemas / GetTables) list through the async [`Catalog`] instead.
@@ -64,6 +67,24 @@ impl IcebergCatalogProvider {
     /// The planner of this catalog's scans (and its caches).
     pub fn planner(&self) -> &Arc<ScanPlanner> {
         &self.planner
+    }
+
+    /// Whether the namespace `name` (dotted) exists: `false` only when the catalog says it does
+    /// not; when it cannot tell (its IO failed), `true`, so that the listing that follows reports
+    /// the catalog's real error instead of "no such namespace".
+    pub fn has_namespace(&self, name: &str) -> bool {
+        let namespace = Namespace::from_dotted(name);
+        match wait(self.catalog.namespace_exists(&namespace)) {
+            Some(Ok(exists)) => exists,
+            Some(Err(e)) => {
+                tracing::warn!("checking namespace {namespace} failed: {e}");
+                true
+            }
+            None => {
+                tracing::warn!("checking namespace {namespace} failed: no runtime");
+                true
+            }
+        }
     }
 }
 
@@ -114,17 +135,10 @@ impl CatalogProvider for IcebergCatalogProvider {
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
-        let namespace = Namespace::from_dotted(name);
-        match wait(self.catalog.namespace_exists(&namespace)) {
-            Some(Ok(false)) => return None,
-            Some(Ok(true)) => {}
-            // Unknown: the table lookup will report the catalog's error (module docs).
-            Some(Err(e)) => tracing::warn!("checking namespace {namespace} failed: {e}"),
-            None => tracing::warn!("checking namespace {namespace} failed: no runtime"),
-        }
+        // No catalog call: the table load answers for the namespace (module docs).
         Some(Arc::new(IcebergSchemaProvider {
             catalog: Arc::clone(&self.catalog),
-            namespace,
+            namespace: Namespace::from_dotted(name),
             planner: Arc::clone(&self.planner),
         }))
     }

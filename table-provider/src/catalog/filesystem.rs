@@ -117,7 +117,8 @@ impl FileSystemCatalog {
     /// The current metadata file of the table in `table_dir`, if it is a table.
     ///
     /// With a version hint naming a file that exists (`vN.metadata.json` and its gzip variants,
-    /// or the file name itself), that is a read and a `head` or two; otherwise the metadata
+    /// or the file name itself), that is a read and a `head` or two (one when the hinted file is
+    /// parsed in the metadata cache already: the `head` of the next version); otherwise the metadata
     /// directory is listed (its size grows with the table's history: every snapshot adds
     /// files there) and the hint is looked up among the files, or the highest version taken.
     async fn current_metadata_file(&self, table_dir: &Path) -> Result<Option<Path>> {
@@ -183,8 +184,15 @@ impl FileSystemCatalog {
                 Err(_) if metadata_file_version(&text).is_some() => vec![text],
                 Err(_) => return Ok(None),
             };
+            let bootstrap = TableIo::new(self.stores.clone(), LocationMap::identity());
             for name in candidates {
                 let path = metadata_dir.clone().join(name.as_str());
+                // A file parsed here before needs no `head`: the walk forward that follows
+                // looks for the next versions (a metadata file removed since, by metadata
+                // expiry, is an old one: the current one is further on).
+                if self.metadata_cache.holds(&bootstrap, &self.url_of(&path)) {
+                    return Ok(Some(path));
+                }
                 match self.store.head(&path).await {
                     Ok(_) => return Ok(Some(path)),
                     Err(object_store::Error::NotFound { .. }) => {}

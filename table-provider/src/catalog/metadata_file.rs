@@ -108,6 +108,13 @@ impl MetadataCache {
         Ok(parsed)
     }
 
+    /// Whether the metadata file at `logical_path` is parsed here already (it existed when it
+    /// was read; metadata files are never rewritten).
+    pub(crate) fn holds(&self, io: &TableIo, logical_path: &str) -> bool {
+        self.files
+            .contains_key(&io.locations().resolve(logical_path))
+    }
+
     /// Records a metadata file this process has just written at `location` (where its bytes
     /// are: catalogs read metadata files unmapped), so that the next load does not read it back.
     pub(crate) fn insert(&self, location: &str, parsed: ParsedMetadata) {

@@ -401,6 +401,70 @@ async fn filesystem_catalog_walks_forward_from_a_stale_hint() {
     ));
 }
 
+/// A reader that has loaded a table sees every later commit of another catalog instance (its
+/// own caches, as another process has) on its next load: with the version hint current, with a
+/// stale hint (a writer that died between its metadata file and its hint: the reader walks
+/// forward from the hinted version, which it has parsed before), and when the hinted file was
+/// removed since (metadata expiry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filesystem_catalog_sees_another_writers_commit_on_the_next_load() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().to_str().expect("utf8");
+    let (reader, writer) = (
+        FileSystemCatalog::new(root).expect("catalog"),
+        FileSystemCatalog::new(root).expect("catalog"),
+    );
+    let ns = Namespace::new(vec!["db".into()]);
+    writer.create_namespace(&ns, false).await.expect("ns");
+    let ident = TableIdent::new(ns, "t");
+    let location = writer.default_table_location(&ident).await.expect("loc");
+    let v1 = writer
+        .create_table(&ident, new_metadata(&location))
+        .await
+        .expect("create");
+    let k = |t: &LoadedTable| t.metadata().properties().get("k").cloned();
+    assert_eq!(
+        reader
+            .load_table(&ident)
+            .await
+            .expect("load")
+            .metadata_location(),
+        v1.metadata_location()
+    );
+
+    // A commit with its hint.
+    let v2 = writer
+        .commit_table(&v1, with_properties(&v1, &[("k", "2")]))
+        .await
+        .expect("commit");
+    let loaded = reader.load_table(&ident).await.expect("load");
+    assert_eq!(loaded.metadata_location(), v2.metadata_location());
+    assert_eq!(k(&loaded).as_deref(), Some("2"));
+
+    // A commit whose hint was never written: the hint still names version 2, which the reader
+    // has parsed; version 3 is found all the same.
+    let hint = local(&format!("{location}/metadata/version-hint.text"));
+    let v3 = writer
+        .commit_table(&v2, with_properties(&v2, &[("k", "3")]))
+        .await
+        .expect("commit");
+    std::fs::write(&hint, "2").expect("stale hint");
+    let loaded = reader.load_table(&ident).await.expect("load");
+    assert_eq!(loaded.metadata_location(), v3.metadata_location());
+    assert_eq!(k(&loaded).as_deref(), Some("3"));
+
+    // The hinted version 2 removed (expired), version 4 committed, hint still 2.
+    let v4 = writer
+        .commit_table(&v3, with_properties(&v3, &[("k", "4")]))
+        .await
+        .expect("commit");
+    std::fs::write(&hint, "2").expect("stale hint");
+    std::fs::remove_file(local(v2.metadata_location())).expect("expire v2");
+    let loaded = reader.load_table(&ident).await.expect("load");
+    assert_eq!(loaded.metadata_location(), v4.metadata_location());
+    assert_eq!(k(&loaded).as_deref(), Some("4"));
+}
+
 /// The Python of the repository's virtualenv (PETREL_PYTHON overrides it).
 fn python() -> PathBuf {
     if let Some(py) = std::env::var_os("PETREL_PYTHON") {

@@ -22,11 +22,18 @@ mod partition;
 mod planner;
 mod predicate;
 mod task;
+mod task_groups;
 
 pub use changes::ChangePlan;
 pub use manifest_cache::{DEFAULT_MANIFEST_CACHE_BYTES, ManifestCache};
+pub(crate) use partition::PartitionFilter;
 pub use planner::{
     DEFAULT_SPLIT_SIZE, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, data_file_might_match,
 };
+pub(crate) use predicate::to_iceberg_literal;
 pub use predicate::{CmpOp, Predicate};
 pub use task::{DataFileRef, DeleteFileRef, DeleteKind, ScanTask};
+pub use task_groups::{
+    DEFAULT_OPEN_FILE_COST, DEFAULT_PLANNING_LOOKBACK, SplitSettings, plan_task_groups, regroup,
+    task_weight,
+};

@@ -37,6 +37,7 @@ use futures::TryStreamExt;
 
 use super::leaf_projection::{LeafProjectingReaderFactory, LeafProjection};
 use super::merge_stream::{MergeSpec, partition_stream};
+use super::recipe::ScanRecipe;
 use crate::plan::PlanMetrics;
 
 /// Reads the planned tasks of one Iceberg table scan.
@@ -54,6 +55,8 @@ pub struct IcebergScanExec {
     /// Exact statistics of the rows this scan returns, proven from the manifests (see
     /// `metadata_stats`): DataFusion's `AggregateStatistics` answers aggregates from them.
     statistics: Option<Arc<Statistics>>,
+    /// What this scan was built from, for rebuilding it in another process.
+    recipe: Option<Arc<ScanRecipe>>,
 }
 
 impl IcebergScanExec {
@@ -116,6 +119,7 @@ impl IcebergScanExec {
             leaves: None,
             properties,
             statistics: None,
+            recipe: None,
         }
     }
 
@@ -128,6 +132,23 @@ impl IcebergScanExec {
             })
             .map(Arc::new);
         self
+    }
+
+    /// This scan remembering the `recipe` it was built from.
+    pub(crate) fn with_recipe(&self, recipe: ScanRecipe) -> Self {
+        let mut scan = self.rebuilt(
+            Arc::clone(&self.input),
+            self.merge.clone(),
+            self.leaves.clone(),
+        );
+        scan.recipe = Some(Arc::new(recipe));
+        scan
+    }
+
+    /// What this scan was built from (`None` for scans not built by a table provider's
+    /// `scan`, e.g. of change feeds): enough to build it again in another process.
+    pub fn recipe(&self) -> Option<&Arc<ScanRecipe>> {
+        self.recipe.as_ref()
     }
 
     /// What planning did.
@@ -162,6 +183,7 @@ impl IcebergScanExec {
         );
         scan.leaves = leaves;
         scan.statistics = self.statistics.clone();
+        scan.recipe = self.recipe.clone();
         scan
     }
 
@@ -185,6 +207,12 @@ impl IcebergScanExec {
             Some(leaves) => self.narrowed(Arc::new(leaves)),
             None => Ok(None),
         }
+    }
+
+    /// This scan with its struct columns narrowed by `leaves` (as another process narrowed
+    /// it); `None` when nothing can be narrowed.
+    pub fn narrowed_by(&self, leaves: LeafProjection) -> DFResult<Option<Self>> {
+        self.narrowed(Arc::new(leaves))
     }
 
     /// This scan reading struct columns narrowed by `leaves`: its Parquet scans (the child and,

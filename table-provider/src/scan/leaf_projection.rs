@@ -56,6 +56,16 @@ struct ColumnUses {
 }
 
 impl LeafProjection {
+    /// The narrowing keeping, per struct column (by field id), the fields (by id) in `structs`.
+    pub fn from_fields(structs: BTreeMap<i32, BTreeSet<i32>>) -> Self {
+        Self { structs }
+    }
+
+    /// Per struct column (by field id), the ids of the fields kept.
+    pub fn fields(&self) -> &BTreeMap<i32, BTreeSet<i32>> {
+        &self.structs
+    }
+
     /// The narrowing allowed by `exprs` over `schema` (columns resolved by name): `None` when
     /// no struct column is used only through field access.
     pub fn from_uses(schema: &Schema, exprs: &[&Arc<dyn PhysicalExpr>]) -> Option<Self> {

@@ -9,6 +9,7 @@ mod metadata_stats;
 mod nan_safe_stats;
 mod narrow_rule;
 mod reader;
+mod recipe;
 mod schema_mapping;
 
 pub use exec::IcebergScanExec;
@@ -20,4 +21,5 @@ pub(crate) use nan_safe_stats::{NanFreeColumns, NanSafeReaderFactory};
 pub use narrow_rule::NarrowStructColumns;
 pub use reader::NamedFileReaderFactory;
 pub(crate) use reader::partitioned_file;
+pub use recipe::ScanRecipe;
 pub use schema_mapping::{FieldIdAdapterFactory, FieldIdCastExpr, adapt_array};

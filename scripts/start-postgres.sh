@@ -47,13 +47,16 @@ server_user="$(id -un)"
 
 # One initialised cluster per machine (superuser `postgres`; trust on the socket only).
 if [ ! -f "$TEMPLATE/PG_VERSION" ]; then
-    # initdb runs where the server user can reach (not under root's home), then is copied.
-    staging="$(mktemp -d "${TMPDIR:-/tmp}/petrel-pg-template.XXXXXX")"
+    # initdb runs where the server user can reach, then is copied: directly under /tmp, not
+    # under $TMPDIR (scripts/test.sh points it into a run directory only root may enter) nor
+    # under root's home.
+    staging="$(mktemp -d /tmp/petrel-pg-template.XXXXXX)"
     chmod 755 "$staging"
     chown "$server_user" "$staging"
     as_server_user "$PG_BIN/initdb" -D "$staging/data" -U postgres --auth-local=trust \
         --auth-host=scram-sha-256 --no-sync -E UTF8 --locale=C.UTF-8 >"$staging/initdb.log" 2>&1 || {
         cat "$staging/initdb.log" >&2
+        rm -rf "$staging"
         exit 1
     }
     mkdir -p "$(dirname "$TEMPLATE")"

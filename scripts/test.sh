@@ -2,7 +2,7 @@
 # Petrel's whole test suite, on a fresh machine:
 #   1. installs what the tests need: the Python environment (PyIceberg, pyarrow, the ADBC
 #      Flight SQL driver, pytest), Apache Superset in a virtualenv of its own, arrow-rs's
-#      `flight_sql_client` CLI, and (through
+#      `flight_sql_client` CLI (scripts/install-flight-sql-client.sh, cached per machine), and (through
 #      scripts/test-data.sh) Java 17 and Spark 3.5 + Iceberg 1.10 from PyPI, cached per machine
 #      in ~/.cache/petrel;
 #   2. generates the test tables once (scripts/test-data.sh: PyIceberg- and Spark-written
@@ -56,14 +56,13 @@ if ! cargo nextest --version >/dev/null 2>&1; then
     cargo install --locked cargo-nextest
 fi
 
+# arrow-rs's flight_sql_client CLI (for the Python CLI test): built once per machine into
+# ~/.cache/petrel/tools beside the rest of the run; the Python tests wait for it.
+client_log="$run_dir/install-flight-sql-client.log"
+client_pid=""
 if [ -z "${PETREL_FLIGHT_SQL_CLIENT:-}" ]; then
-    tools="$PWD/target/tools"
-    if [ ! -x "$tools/bin/flight_sql_client" ]; then
-        echo "installing arrow-rs's flight_sql_client CLI into $tools" >&2
-        PATH="$tools/bin:$PATH" cargo install --locked --root "$tools" arrow-flight \
-            --version 58.4.1 --features "cli flight-sql tls-ring" --bin flight_sql_client
-    fi
-    export PETREL_FLIGHT_SQL_CLIENT="$tools/bin/flight_sql_client"
+    bash scripts/install-flight-sql-client.sh >"$client_log.path" 2>"$client_log" &
+    client_pid=$!
 fi
 
 started=$SECONDS
@@ -98,6 +97,16 @@ if ! wait "$superset_pid"; then
     cat "$superset_log" >&2
     echo "scripts/setup-superset.sh failed (log above)" >&2
     status=1
+fi
+if [ -n "$client_pid" ]; then
+    if wait "$client_pid"; then
+        PETREL_FLIGHT_SQL_CLIENT="$(tail -n 1 "$client_log.path")"
+        export PETREL_FLIGHT_SQL_CLIENT
+    else
+        cat "$client_log" >&2
+        echo "scripts/install-flight-sql-client.sh failed (log above)" >&2
+        status=1
+    fi
 fi
 PETREL_BIN="$PWD/target/debug/petrel" .venv/bin/python -m pytest server/tests/python -q -rs || status=$?
 echo "disk free after the run: $(df -h --output=avail . | tail -n 1 | tr -d ' '), target/ $(du -sh target 2>/dev/null | cut -f1)" >&2

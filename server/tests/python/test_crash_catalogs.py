@@ -17,6 +17,7 @@ The seed of each run is printed (pytest -s) and `PETREL_CRASH_SEED` replays one.
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -65,8 +66,9 @@ def postgres_uri(tmp_path):
 
     uri, started = os.environ.get("PETREL_TEST_POSTGRES_URI"), None
     if not uri:
-        started = tmp_path / "pg"
-        started.mkdir()
+        # Under /tmp itself: the server runs as `postgres`, which cannot enter pytest's
+        # per-user temp directories.
+        started = Path(tempfile.mkdtemp(prefix="petrel-pg.", dir="/tmp"))
         out = subprocess.run(["bash", str(REPO / "scripts" / "start-postgres.sh"), str(started),
                               str(free_port())], check=True, stdout=subprocess.PIPE, text=True)
         uri = out.stdout.strip().splitlines()[-1]
@@ -79,6 +81,7 @@ def postgres_uri(tmp_path):
     yield uri.rsplit("/", 1)[0] + "/" + name
     if started is not None:
         subprocess.run(["bash", str(REPO / "scripts" / "start-postgres.sh"), "--stop", str(started)])
+        shutil.rmtree(started, ignore_errors=True)
 
 
 def postgres_metadata_location(uri: str) -> str:

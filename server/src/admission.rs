@@ -72,7 +72,7 @@ impl Admission {
                  queries and planning calls and none freed within {}s, so this {what} was not \
                  started; retry later",
                 self.slots,
-                self.queue_timeout.as_secs()
+                self.queue_timeout.as_secs_f64()
             ))
             .into()),
         }

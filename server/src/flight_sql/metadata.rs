@@ -13,7 +13,11 @@
 //! `table_schema` is an empty schema whose metadata holds the error under
 //! [`TABLE_ERROR_METADATA_KEY`] (`<gRPC code>: <message>`, the message as a client would get it
 //! from a query: the table's name, the file relative to the table, no warehouse paths), and the
-//! server logs a warning naming the table.
+//! server logs a warning naming the table. This holds whether the metadata is garbage or its
+//! storage fails (an unreadable or looping file): the catalogs' listings do not fail on one
+//! table's metadata (the filesystem catalog, which must read a directory's metadata to know it
+//! is a table, lists one it cannot read as a table), so the failure surfaces only when the
+//! table is loaded, per table.
 //!
 //! The calls that read the catalogs (GetDbSchemas, GetTables, GetPrimaryKeys) run under a work
 //! slot (`admission`); GetTables with `include_schema` loads up to

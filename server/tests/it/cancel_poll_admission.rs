@@ -14,9 +14,10 @@
 //! - CreatePreparedStatement's plan serves the handle's GetFlightInfo (one plan per ADBC-style
 //!   query, counted by the server's planning metric) while its table is unchanged, and a commit
 //!   by another catalog instance in between is seen (that plan is dropped, the query replanned);
-//! - with every work slot taken, each planning RPC and the catalog-reading metadata DoGets
-//!   answer RESOURCE_EXHAUSTED after the queue timeout while GetSqlInfo, GetCatalogs and the
-//!   cancel keep succeeding.
+//! - with every work slot taken, each planning RPC, the catalog-reading metadata DoGets and
+//!   the DoPuts that plan (a parameter bind, a statement or prepared update, a bulk ingest)
+//!   answer RESOURCE_EXHAUSTED after the queue timeout, writing nothing, while GetSqlInfo,
+//!   GetCatalogs and the cancel keep succeeding.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -641,7 +642,20 @@ async fn a_prepared_plan_serves_its_execution_only_while_its_table_is_current() 
 async fn a_saturated_server_refuses_planning_and_answers_the_rest() {
     let server = InProcess::start(1, Duration::from_millis(500)).await;
     server.update("CREATE SCHEMA iceberg.db").await;
+    server
+        .update("CREATE TABLE db.w (k BIGINT) USING iceberg")
+        .await;
     let (mut client, mut raw) = (server.client(), server.raw());
+    // Prepared while a slot is free (preparing takes one): a query to bind a parameter to, and
+    // an INSERT to run as a prepared update.
+    let mut to_bind = client
+        .prepare("SELECT k FROM db.w WHERE k = $1".into(), None)
+        .await
+        .unwrap();
+    let mut prepared_insert = client
+        .prepare("INSERT INTO db.w VALUES (1)".into(), None)
+        .await
+        .unwrap();
     // One query holds the only slot.
     let info = client.execute(ENDLESS.into(), None).await.unwrap();
     let mut stream = client
@@ -716,6 +730,67 @@ async fn a_saturated_server_refuses_planning_and_answers_the_rest() {
         Err(e) => Err(status(e)),
     };
     busy("GetDbSchemas", r);
+    // The DoPuts that plan: a parameter bind, a statement update, a prepared update, a bulk
+    // ingest. Each waits in line, then is refused; nothing is written.
+    to_bind
+        .set_parameters(
+            RecordBatch::try_new(
+                Arc::new(Schema::new(vec![Field::new("0", DataType::Int64, false)])),
+                vec![Arc::new(arrow::array::Int64Array::from(vec![1]))],
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let started = Instant::now();
+    busy(
+        "DoPut bind",
+        to_bind.execute().await.map(|_| ()).map_err(status),
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(450),
+        "it waited in line first"
+    );
+    busy(
+        "DoPut statement update",
+        client
+            .execute_update("INSERT INTO db.w VALUES (2)".into(), None)
+            .await
+            .map(|_| ())
+            .map_err(status),
+    );
+    busy(
+        "DoPut prepared update",
+        prepared_insert
+            .execute_update()
+            .await
+            .map(|_| ())
+            .map_err(status),
+    );
+    let rows = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, false)])),
+        vec![Arc::new(arrow::array::Int64Array::from(vec![3]))],
+    )
+    .unwrap();
+    busy(
+        "DoPut bulk ingest",
+        client
+            .execute_ingest(
+                arrow_flight::sql::CommandStatementIngest {
+                    table_definition_options: Some(arrow_flight::sql::TableDefinitionOptions {
+                        if_not_exist: arrow_flight::sql::TableNotExistOption::Fail as i32,
+                        if_exists: arrow_flight::sql::TableExistsOption::Append as i32,
+                    }),
+                    table: "w".into(),
+                    schema: Some("db".into()),
+                    catalog: Some("iceberg".into()),
+                    ..Default::default()
+                },
+                futures::stream::iter([Ok::<_, arrow_flight::error::FlightError>(rows)]),
+            )
+            .await
+            .map(|_| ())
+            .map_err(status),
+    );
 
     // Calls that answer from memory keep working, and the running query keeps streaming.
     let info_sql = client
@@ -754,4 +829,17 @@ async fn a_saturated_server_refuses_planning_and_answers_the_rest() {
         .await
         .unwrap();
     assert_eq!(drain(s).await.unwrap(), 1);
+    // None of the refused writes wrote anything.
+    let info = client
+        .execute("SELECT count(*) FROM db.w".into(), None)
+        .await
+        .unwrap();
+    let b: Vec<RecordBatch> = client
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(b[0].column(0).as_primitive::<Int64Type>().value(0), 0);
 }

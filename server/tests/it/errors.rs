@@ -1,8 +1,9 @@
 //! Errors reach the client with the code of what went wrong, naming the table, without the
 //! server's paths: a table whose metadata cannot be read (storage IO failed, or the file is
 //! garbage), a SQL catalog whose database is broken, a missing table. GetTables still lists a
-//! broken table, with its error; a catalog that cannot be listed fails the listing instead of
-//! looking empty.
+//! broken table, with its error, and every other table (one table's storage failing does not
+//! fail the filesystem catalog's listing); a catalog that cannot be listed fails the listing
+//! instead of looking empty.
 
 use crate::common;
 
@@ -117,19 +118,38 @@ async fn unreadable_table_metadata_names_the_table_and_stays_listed() {
         "{e}"
     );
 
-    // (The filesystem catalog's table listing reads each table's metadata location: with
-    // io_error's storage failing, the listing itself fails. Mend it.)
-    std::fs::remove_file(&io_error).unwrap();
-    std::fs::write(&io_error, saved).unwrap();
-
-    // GetTables lists all three; the broken one with an empty schema holding its error.
+    // GetTables lists all three, with both still broken (the filesystem catalog must read a
+    // table's metadata to know it is one: storage failing there does not fail the listing);
+    // each broken one with an empty schema holding its error. GetDbSchemas lists `db` alone
+    // (a table it cannot read is not taken for a namespace).
     let mut listed = tables_with_schemas(&mut client).await.unwrap();
     listed.sort_by(|a, b| a.0.cmp(&b.0));
     let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["garbage", "good", "io_error"]);
+    let info = client
+        .get_db_schemas(CommandGetDbSchemas::default())
+        .await
+        .unwrap();
+    let batches = fetch(&mut client, &info).await.unwrap();
+    let schemas: Vec<String> = batches
+        .iter()
+        .flat_map(|b| {
+            let c = arrow::array::AsArray::as_string::<i32>(
+                b.column_by_name("db_schema_name").unwrap(),
+            );
+            (0..b.num_rows())
+                .map(|i| c.value(i).to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(schemas.contains(&"db".to_string()), "{schemas:?}");
+    assert!(
+        !schemas.iter().any(|s| s.contains("io_error")),
+        "{schemas:?}"
+    );
     for (name, schema) in &listed {
         let error = schema.metadata().get("petrel:table_error");
-        if name != "garbage" {
+        if name == "good" {
             assert_eq!(schema.fields().len(), 1, "{schema:?}");
             assert_eq!(error, None);
         } else {
@@ -145,11 +165,21 @@ async fn unreadable_table_metadata_names_the_table_and_stays_listed() {
             assert!(error.starts_with(code), "{error}");
         }
     }
-    assert!(
-        server
-            .log()
-            .contains("GetTables: a table's schema cannot be loaded")
+    let log = server.log();
+    assert_eq!(
+        log.matches("GetTables: a table's schema cannot be loaded")
+            .count(),
+        2,
+        "{log}"
     );
+
+    // Once mended, io_error lists with its columns again.
+    std::fs::remove_file(&io_error).unwrap();
+    std::fs::write(&io_error, saved).unwrap();
+    let listed = tables_with_schemas(&mut client).await.unwrap();
+    let (_, schema) = listed.iter().find(|(n, _)| n == "io_error").unwrap();
+    assert_eq!(schema.fields().len(), 1, "{schema:?}");
+    assert_eq!(schema.metadata().get("petrel:table_error"), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

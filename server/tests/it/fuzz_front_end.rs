@@ -301,10 +301,29 @@ fn sql_front_end_never_panics_and_keeps_literals() {
         if !sql.contains('?') && !sql.contains(':') {
             assert_eq!(out, sql, "text without ? or : is unchanged");
         }
-        // A string literal without quotes, `?` or `:` inside survives whole.
+        // A string literal without quotes, `?` or `:` inside survives whole, whatever comes
+        // before it (inside an open quote or comment, its text is copied as is).
         let literal = format!("'lit{}'", rng.next());
         let with = format!("{sql} {literal}");
-        let _ = normalize_sql(&with);
+        let out = normalize_sql(&with);
+        assert!(
+            out.ends_with(&format!(" {literal}")),
+            "{with:?} became {out:?}: the literal {literal} is lost"
+        );
+        // Where the text before is outside any quote or comment (a `?` put there becomes a
+        // marker), a literal holding `?`, `:`, a bare timestamp and a doubled quote survives
+        // whole too: nothing inside it is rewritten.
+        let probe = normalize_sql(&format!("{sql} ?"));
+        if !probe.ends_with('?') {
+            let tricky = format!("'it''s ? :x 2024-01-01 00:00:00 {}'", rng.next());
+            let with = format!("{sql} {tricky} ?");
+            let out = normalize_sql(&with);
+            let markers = out.matches('$').count() - with.matches('$').count();
+            assert!(
+                out.ends_with(&format!(" {tricky} ${}", markers)) && markers >= 1,
+                "{with:?} became {out:?}: the literal {tricky} is changed"
+            );
+        }
     });
     fuzz("rewrite_time_travel", |rng| {
         let sql = random_sql(rng);

@@ -19,6 +19,7 @@ mod malformed_uploads;
 mod operate;
 mod postgres_catalog;
 mod rest_catalog;
+mod row_level_flight_sql;
 mod s3;
 mod sql_info;
 mod sql_policy;

@@ -719,3 +719,48 @@ def test_upsert_option_replaces_rows_by_key(lake, tmp_path):
         with pytest.raises(pa.ArrowInvalid, match="expected true or false"):
             upsert_ingest(server, "keyed", first, {"upsert": "maybe"})
         assert files_under(tmp_path) == before
+
+
+def test_adbc_ingest_into_an_upsert_table_upserts(lake, tmp_path):
+    """A table with identifier fields and `write.upsert.enabled=true` (Flink's property) makes
+    every ingest an upsert, as it makes every INSERT one: ADBC's `adbc_ingest` (append and
+    create_append, no ingest options) replaces the rows with the upload's keys, with equality
+    deletes on the key, a key repeated in the upload keeping its last row."""
+    catalog, start = lake
+    server = start()
+    with connect(server) as conn, conn.cursor() as cur:
+        cur.execute(
+            "CREATE TABLE lake.w.flink (id BIGINT NOT NULL, name STRING, PRIMARY KEY (id)) "
+            "TBLPROPERTIES ('format-version'='2', 'write.upsert.enabled'='true')"
+        )
+        cur.fetchall()
+        first = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})
+        assert ingest(cur, "flink", first, "append") == 3
+        # Key 2 twice (its last row wins), key 4 new: two rows written.
+        second = pa.table({"id": pa.array([2, 4, 2], pa.int64()), "name": ["x", "d", "y"]})
+        assert ingest(cur, "flink", second, "append") == 2
+        third = pa.table({"id": pa.array([3], pa.int64()), "name": [None]})
+        assert ingest(cur, "flink", third, "create_append") == 1
+        assert petrel_rows(cur, "lake.w.flink") == [
+            {"id": 1, "name": "a"},
+            {"id": 2, "name": "y"},
+            {"id": 3, "name": None},
+            {"id": 4, "name": "d"},
+        ]
+    table = catalog.load_table("w.flink")
+    assert table.properties["write.upsert.enabled"] == "true"
+    assert table.schema().identifier_field_ids == [1]
+    snapshots = sorted(table.metadata.snapshots, key=lambda s: s.sequence_number)
+    assert len(snapshots) == 3, "one commit per ingest"
+    # Each ingest's snapshot: one equality delete per key written (the writers are split by
+    # key, so a file each per writer), the key column only, plus the new rows; the first one's
+    # deletes find nothing to delete, but are written all the same.
+    for snapshot, written in zip(snapshots, [3, 2, 1]):
+        summary = snapshot.summary
+        assert summary.operation.value == "overwrite", summary
+        assert summary["added-records"] == str(written), summary
+        assert summary["added-equality-deletes"] == str(written), summary
+    deletes = [p for p in files_under(tmp_path) if "/flink/" in p and p.endswith("-deletes.parquet")]
+    assert deletes
+    for path in deletes:
+        assert pq.read_schema(path).names == ["id"]

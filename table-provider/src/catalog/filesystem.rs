@@ -12,6 +12,11 @@
 //! forward from the hinted version to the highest consecutive one, so a stale hint (a crash
 //! between the two writes, or two writers' hint writes reordered) is harmless.
 //!
+//! Listings tell a table from a namespace by its current metadata file. A table whose metadata
+//! cannot be read (the storage fails under its `metadata/` directory) is still listed as a
+//! table, so that one broken table neither fails the listing of all the others nor turns into a
+//! namespace; loading it reports the error, naming the table.
+//!
 //! Object stores have no directories: a namespace created here holds an empty marker object
 //! (`.petrel-namespace`; hidden, as Java's `HadoopCatalog` ignores files in namespaces).
 
@@ -238,6 +243,26 @@ impl FileSystemCatalog {
         Ok(self.current_metadata_file(dir).await?.is_some())
     }
 
+    /// Whether `dir` is a table, for a listing. A directory whose metadata cannot be read
+    /// (storage failed under its `metadata/`: a file that loops or cannot be opened, a refused
+    /// request) counts as a table: the listing goes on, and loading the table reports the error
+    /// naming it, instead of one broken table failing the listing of every other one. (Only
+    /// reads under `metadata/` can fail here: a directory without one is no table, without
+    /// error.)
+    async fn is_listed_table(&self, dir: &Path) -> bool {
+        match self.current_metadata_file(dir).await {
+            Ok(found) => found.is_some(),
+            Err(e) => {
+                tracing::warn!(
+                    "{}: the table metadata cannot be read ({e}); listed as a table, whose \
+                     load reports the error",
+                    self.url_of(dir)
+                );
+                true
+            }
+        }
+    }
+
     fn url_of(&self, path: &Path) -> String {
         format!("{}/{path}", self.store_prefix)
     }
@@ -372,7 +397,7 @@ impl Catalog for FileSystemCatalog {
             }
             let dir = self.dir_of(&levels)?;
             for child in self.subdirs(&dir).await? {
-                if self.is_table(&child_path(&dir, &child)?).await? {
+                if self.is_listed_table(&child_path(&dir, &child)?).await {
                     continue;
                 }
                 let mut child_levels = levels.clone();
@@ -413,7 +438,7 @@ impl Catalog for FileSystemCatalog {
         let dir = self.dir_of(namespace.levels())?;
         let mut tables = Vec::new();
         for child in self.subdirs(&dir).await? {
-            if self.is_table(&child_path(&dir, &child)?).await? {
+            if self.is_listed_table(&child_path(&dir, &child)?).await {
                 tables.push(TableIdent::new(namespace.clone(), child));
             }
         }
@@ -481,7 +506,7 @@ impl Catalog for FileSystemCatalog {
         let mut remaining = Vec::new();
         for child in &listing.common_prefixes {
             let name = child.filename().unwrap_or_default();
-            let kind = if self.is_table(child).await? {
+            let kind = if self.is_listed_table(child).await {
                 "table"
             } else if name.starts_with('.') || name.starts_with('_') {
                 "directory"

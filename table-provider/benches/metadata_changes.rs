@@ -279,6 +279,11 @@ async fn check(f: &Fixture) {
     assert_eq!(part, FILES_PER_MANIFEST, "t.files part = {PART}");
     let (files_added, manifests_read) = f.changes_plan().await;
     assert_eq!(files_added, 1, "the append added one file");
+    assert_eq!(
+        manifests_read, 1,
+        "planning the changes of a 1-file append must read exactly the one manifest the \
+         append added, not {manifests_read} (of {MANIFESTS} + 1)"
+    );
     let changes = count(&f.ctx, &f.changes_sql()).await;
     assert_eq!(changes, APPEND_ROWS, "table_changes rows");
     println!(

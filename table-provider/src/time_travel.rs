@@ -16,6 +16,9 @@
 //! `INSERT INTO` a branch name commits to that branch. Spark's metadata tables,
 //! `catalog.ns.t.files` (time travel included: `catalog.ns.t.files VERSION AS OF 1`), become
 //! Trino's `catalog.ns."t$files"` (`"t$files@@version=1"`), see [`crate::metadata_tables`].
+//!
+//! The same pass refuses named arguments to `table_changes(...)` (`stream => true`), which
+//! DataFusion would drop without a word (see [`crate::changes::TableChangesFunction`]).
 
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -38,6 +41,7 @@ pub fn rewrite_time_travel(sql: &str) -> Result<String> {
         .filter(|(_, t)| !matches!(t.token, Token::Whitespace(_)))
         .map(|(i, _)| i)
         .collect();
+    refuse_named_table_changes_arguments(&tokens, &significant)?;
     let offsets = LineOffsets::new(sql);
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let word = |k: usize, keyword: Keyword| -> bool {
@@ -145,6 +149,69 @@ pub fn rewrite_time_travel(sql: &str) -> Result<String> {
         out.replace_range(start..end, &replacement);
     }
     rewrite_ref_names(&out)
+}
+
+/// The positional form of `table_changes`, named in errors.
+const TABLE_CHANGES_FORM: &str = "table_changes('ns.t', start, end, true [, poll_ms])";
+
+/// Refuses named arguments (`stream => true`, `stream := true`, `stream = true`) to
+/// `table_changes(...)`. DataFusion 53 drops a table function's named arguments without a word,
+/// so `table_changes('t', 1, NULL, stream => true)` would run as a bounded feed; here, before
+/// DataFusion parses, the call's top-level tokens still show them.
+fn refuse_named_table_changes_arguments(
+    tokens: &[TokenWithSpan],
+    significant: &[usize],
+) -> Result<()> {
+    let token = |k: usize| significant.get(k).map(|&i| &tokens[i].token);
+    for k in 0..significant.len() {
+        let is_call = matches!(token(k), Some(Token::Word(w)) if w.value.eq_ignore_ascii_case("table_changes"))
+            && token(k + 1) == Some(&Token::LParen);
+        if !is_call {
+            continue;
+        }
+        // The call's arguments, up to its closing parenthesis: a named one is `<name> =>`,
+        // `<name> :=` or `<name> =` at the call's own depth (its arguments are constants, so
+        // a comparison with a bare name is not one of them).
+        let mut depth = 0usize;
+        let mut j = k + 1;
+        while let Some(t) = token(j) {
+            match t {
+                Token::LParen | Token::LBracket | Token::LBrace => depth += 1,
+                Token::RParen | Token::RBracket | Token::RBrace => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                Token::RArrow | Token::Assignment | Token::Eq if depth == 1 => {
+                    let name = match j.checked_sub(1).and_then(token) {
+                        Some(Token::Word(w)) => Some(w.value.clone()),
+                        _ => None,
+                    };
+                    let after_separator =
+                        matches!(token(j - 2), Some(Token::LParen | Token::Comma));
+                    if *t == Token::Eq && !(name.is_some() && after_separator) {
+                        j += 1;
+                        continue;
+                    }
+                    let name = name.unwrap_or_else(|| "…".to_string());
+                    let operator = match t {
+                        Token::RArrow => "=>",
+                        Token::Assignment => ":=",
+                        _ => "=",
+                    };
+                    return Err(Error::InvalidArgument(format!(
+                        "table_changes takes positional arguments only, not named ones such as \
+                         `{name} {operator} …`: write {TABLE_CHANGES_FORM} (end NULL and true for \
+                         a live stream; poll_ms optional)"
+                    )));
+                }
+                _ => {}
+            }
+            j += 1;
+        }
+    }
+    Ok(())
 }
 
 /// Spark's branch and tag names: `catalog.ns.t.branch_b` / `catalog.ns.t.tag_v1` (four or more
@@ -389,6 +456,52 @@ mod tests {
         assert!(err.to_string().contains("snapshot id"), "{err}");
         assert!(split_time_travel("t@@version=abc").is_err());
         assert!(split_time_travel("t@@timestamp=not a time").is_err());
+    }
+
+    #[test]
+    fn named_table_changes_arguments_are_refused() {
+        for (sql, shown) in [
+            (
+                "SELECT * FROM table_changes('db.t', 1, NULL, stream => true)",
+                "`stream => …`",
+            ),
+            (
+                "select * from TABLE_CHANGES('db.t', 1, NULL, true, poll_ms := 100)",
+                "`poll_ms := …`",
+            ),
+            (
+                "SELECT * FROM table_changes('db.t', 1, NULL, stream = true)",
+                "`stream = …`",
+            ),
+            (
+                "SELECT * FROM (SELECT id FROM table_changes(name => 'db.t', start => 1)) x",
+                "`name => …`",
+            ),
+            (
+                "SELECT * FROM table_changes('db.t', 1, NULL, 'stream' => true)",
+                "`… => …`",
+            ),
+        ] {
+            let err = rewrite_time_travel(sql).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "invalid argument: table_changes takes positional arguments only, not named \
+                     ones such as {shown}: write table_changes('ns.t', start, end, true [, \
+                     poll_ms]) (end NULL and true for a live stream; poll_ms optional)"
+                ),
+                "{sql}"
+            );
+        }
+        for sql in [
+            "SELECT * FROM table_changes('db.t', 1, NULL, true, 100) WHERE id = 1",
+            "SELECT * FROM table_changes('db.t', 1 = 1, (x = 2))",
+            "SELECT 'table_changes(a => 1)' FROM t",
+            "CALL petrel.system.expire_snapshots(table => 'db.t', retain_last => 1)",
+            "SELECT f(stream => true), table_changes FROM t WHERE table_changes = 1",
+        ] {
+            assert_eq!(rewrite_time_travel(sql).unwrap(), sql);
+        }
     }
 
     #[test]

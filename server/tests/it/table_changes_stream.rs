@@ -7,7 +7,8 @@
 //!
 //! And a stream started by PollFlightInfo: it runs in the background and never completes, so
 //! every poll answers "running" while commits arrive; CancelFlightInfo ends it. An open stream
-//! holds its work slot (`server/src/admission.rs`) for as long as it is open.
+//! holds its work slot (`server/src/admission.rs`) for as long as it is open, and gives it back
+//! when its client disconnects without a cancel. Named arguments (`stream => true`) are refused.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -352,4 +353,162 @@ async fn a_polled_stream_runs_until_cancelled_and_holds_its_slot() {
     assert_eq!(one[0].column(0).as_primitive::<Int64Type>().value(0), 1);
     let status = cancel(&mut raw, second.info.as_ref().unwrap()).await;
     assert_eq!(status, CancelStatus::Cancelled as i32);
+}
+
+/// A live stream whose client goes away (drops the DoGet stream and its connection, no cancel)
+/// gives its work slot back: with one slot, a query waits out the 1 s queue timeout while the
+/// stream is open, and gets the slot within 5 s of the disconnect; the stream's query is then
+/// finished (CancelFlightInfo answers NOT_CANCELLABLE) and logged as dropped by the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disconnected_stream_releases_its_slot() {
+    let warehouse = tempfile::TempDir::new().unwrap();
+    let wh = warehouse.path().to_str().unwrap();
+    let server = Petrel::start(&[
+        "--warehouse",
+        wh,
+        "--default-schema",
+        "db",
+        "--max-concurrent-queries",
+        "1",
+        "--queue-timeout-secs",
+        "1",
+    ]);
+    let mut writer = server.client().await;
+    run(&mut writer, "CREATE SCHEMA iceberg.db").await;
+    run(
+        &mut writer,
+        "CREATE TABLE iceberg.db.t (id BIGINT NOT NULL, v STRING) USING iceberg",
+    )
+    .await;
+    run(&mut writer, "INSERT INTO iceberg.db.t VALUES (1, 'a')").await;
+
+    // The reader has its own connection; it reads the existing row, then waits for more.
+    let stream_sql = "SELECT id FROM table_changes('iceberg.db.t', NULL, NULL, true, 100)";
+    let mut reader = server.client().await;
+    let info = reader.execute(stream_sql.into(), None).await.unwrap();
+    let mut stream = reader
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(30), stream.next())
+        .await
+        .expect("the first change arrives")
+        .expect("the stream is open")
+        .expect("no error");
+    assert_eq!(first.num_rows(), 1);
+    assert_eq!(first.column(0).as_primitive::<Int64Type>().value(0), 1);
+
+    // The open stream holds the only slot.
+    let refused = common::query(&mut writer, "SELECT 1").await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused}");
+
+    // The client goes away without a word.
+    drop(stream);
+    drop(reader);
+    let gone = Instant::now();
+    let mut attempts = 0;
+    let one = loop {
+        attempts += 1;
+        match common::query(&mut writer, "SELECT 1 AS one").await {
+            Ok(batches) => break batches,
+            Err(e) if e.code() == tonic::Code::ResourceExhausted => {
+                assert!(
+                    gone.elapsed() < Duration::from_secs(5),
+                    "the slot is still held {:?} after the disconnect ({attempts} attempts)",
+                    gone.elapsed()
+                );
+            }
+            Err(e) => panic!("SELECT 1: {e}"),
+        }
+    };
+    let waited = gone.elapsed();
+    assert!(
+        waited < Duration::from_secs(5),
+        "slot back after {waited:?}"
+    );
+    assert_eq!(one[0].column(0).as_primitive::<Int64Type>().value(0), 1);
+    println!("slot back {waited:?} after the disconnect ({attempts} attempt(s))");
+
+    // The stream's query is over: nothing to cancel, and the log says the client dropped it.
+    let mut raw = FlightServiceClient::new(server.channel().await);
+    assert_eq!(
+        cancel(&mut raw, &info).await,
+        CancelStatus::NotCancellable as i32
+    );
+    let log = server.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("table_changes") && l.contains("dropped by the client")),
+        "no 'dropped by the client' line for the stream in the log:\n{log}"
+    );
+    // And a new stream gets the slot (then leaves it by a cancel).
+    let mut again = server.client().await;
+    let info = again.execute(stream_sql.into(), None).await.unwrap();
+    let mut stream = again
+        .do_get(info.endpoint[0].ticket.clone().unwrap())
+        .await
+        .unwrap();
+    let batch = tokio::time::timeout(Duration::from_secs(30), stream.next())
+        .await
+        .expect("the change arrives")
+        .expect("the stream is open")
+        .expect("no error");
+    assert_eq!(batch.num_rows(), 1);
+    assert_eq!(batch.column(0).as_primitive::<Int64Type>().value(0), 1);
+    assert_eq!(
+        cancel(&mut raw, &info).await,
+        CancelStatus::Cancelled as i32
+    );
+}
+
+/// Named arguments to `table_changes` (DataFusion would drop them silently, turning a stream
+/// into a bounded feed) are refused with INVALID_ARGUMENT naming the positional form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_table_changes_arguments_are_refused() {
+    let warehouse = tempfile::TempDir::new().unwrap();
+    let wh = warehouse.path().to_str().unwrap();
+    let server = Petrel::start(&["--warehouse", wh, "--default-schema", "db"]);
+    let mut client = server.client().await;
+    run(&mut client, "CREATE SCHEMA iceberg.db").await;
+    run(
+        &mut client,
+        "CREATE TABLE iceberg.db.t (id BIGINT NOT NULL, v STRING) USING iceberg",
+    )
+    .await;
+    run(&mut client, "INSERT INTO iceberg.db.t VALUES (1, 'a')").await;
+    for (sql, shown) in [
+        (
+            "SELECT * FROM table_changes('iceberg.db.t', NULL, NULL, stream => true)",
+            "`stream => …`",
+        ),
+        (
+            "SELECT * FROM table_changes('db.t', NULL, NULL, true, poll_ms => 100)",
+            "`poll_ms => …`",
+        ),
+    ] {
+        let started = Instant::now();
+        let err = common::query(&mut client, sql).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{sql}: {err}");
+        assert_eq!(
+            err.message(),
+            format!(
+                "invalid argument: table_changes takes positional arguments only, not named \
+                 ones such as {shown}: write table_changes('ns.t', start, end, true [, \
+                 poll_ms]) (end NULL and true for a live stream; poll_ms optional)"
+            ),
+            "{sql}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{sql}: refused at once"
+        );
+    }
+    // The positional form of the same range, bounded: the one row.
+    let rows = common::query(
+        &mut client,
+        "SELECT id FROM table_changes('iceberg.db.t', NULL, NULL, false)",
+    )
+    .await
+    .unwrap();
+    assert_eq!(common::rows(&rows), 1);
 }

@@ -9,8 +9,10 @@
 //!   snapshot; end: the current one). Start exclusive, end inclusive.
 //! - `<stream>`: `true` keeps the query open after the range, emitting each new snapshot's
 //!   changes as it is committed (the end must be `NULL`). DataFusion 53 drops named table
-//!   function arguments silently, so `stream => true` is not accepted: write
-//!   `table_changes('t', <start>, NULL, true)`.
+//!   function arguments silently (this function never sees them), so
+//!   [`crate::rewrite_time_travel`] refuses a `table_changes` call with named arguments
+//!   (`stream => true`) before DataFusion parses it: write `table_changes('t', <start>, NULL,
+//!   true)`.
 //! - `<poll ms>`: how often a stream looks for new snapshots (default: the function's, 1 s).
 //!
 //! A two-part name (`ns.t`) is looked up in the function's default catalog.

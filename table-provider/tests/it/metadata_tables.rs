@@ -10,6 +10,9 @@
 //! epoch (Python's datetimes and Arrow's are the same instants; a text form would differ in
 //! format only), binary values as hex, map keys as text (JSON object keys).
 //!
+//! Metadata tables refuse INSERT, DELETE and UPDATE, and the whole-table ones time travel, with
+//! the exact message.
+//!
 //! And for the fixture corpus (moved tables Spark cannot open where they are now): every
 //! metadata table of every corpus table reads, and `delete_files` / `files` equal what Spark
 //! recorded beside the tables (`expected/<table>.json`).
@@ -17,6 +20,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{
@@ -28,7 +32,7 @@ use common::{
     write_count,
 };
 use datafusion::prelude::SessionContext;
-use petrel_table_provider::{Catalog, FileSystemCatalog, MetadataTableKind};
+use petrel_table_provider::{Catalog, FileSystemCatalog, MetadataTableKind, Namespace, TableIdent};
 use serde_json::{Value, json};
 
 /// Spark's statements writing the test's tables (after Petrel wrote `pw`).
@@ -466,4 +470,143 @@ async fn corpus_metadata_tables_match_sparks_recorded_answers() {
         checked += 1;
     }
     assert_eq!(checked, 8, "corpus tables");
+}
+
+/// The text of the error `sql` fails with (panics if it succeeds).
+async fn error_of(ctx: &SessionContext, sql: &str) -> String {
+    match query(ctx, sql).await {
+        Ok(batches) => panic!("{sql} succeeded: {} batch(es)", batches.len()),
+        Err(e) => e.strip_backtrace(),
+    }
+}
+
+/// Metadata tables refuse writes (`INSERT`, `DELETE`, `UPDATE`) naming the table, and those that
+/// describe the whole table (`snapshots`, `history`, `refs`, `metadata_log_entries`, the `all_*`
+/// tables) refuse time travel, in Spark's naming and Trino's; the snapshot-scoped ones read at a
+/// snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_tables_refuse_writes_and_whole_table_time_travel() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_warehouse, catalog) = warehouse_with_db(dir.path()).await;
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+    run_ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.ro (id bigint, name string) USING iceberg \
+         TBLPROPERTIES ('format-version'='2')",
+    )
+    .await;
+    write_count(&ctx, "INSERT INTO iceberg.db.ro VALUES (1, 'a'), (2, 'b')").await;
+    write_count(&ctx, "INSERT INTO iceberg.db.ro VALUES (3, 'c')").await;
+    let table = catalog
+        .load_table(&TableIdent::new(Namespace::from_dotted("db"), "ro"))
+        .await
+        .expect("load ro");
+    let current = table.metadata().current_snapshot().expect("a snapshot");
+    let first = current.parent_snapshot_id().expect("a parent");
+
+    for kind in MetadataTableKind::ALL {
+        let meta = kind.name();
+        let name = format!("db.ro${meta}");
+        // The first column, to write an UPDATE every metadata table could take.
+        let column = ctx
+            .sql(&format!("SELECT * FROM iceberg.db.\"ro${meta}\""))
+            .await
+            .unwrap_or_else(|e| panic!("{meta}: {e}"))
+            .schema()
+            .field(0)
+            .name()
+            .clone();
+        for (what, sql) in [
+            (
+                "INSERT",
+                format!(
+                    "INSERT INTO iceberg.db.\"ro${meta}\" SELECT * FROM iceberg.db.\"ro${meta}\""
+                ),
+            ),
+            ("DELETE", format!("DELETE FROM iceberg.db.ro.{meta}")),
+            (
+                "DELETE",
+                format!("DELETE FROM iceberg.db.\"ro${meta}\" WHERE {column} IS NULL"),
+            ),
+            (
+                "UPDATE",
+                format!("UPDATE iceberg.db.ro.{meta} SET {column} = {column}"),
+            ),
+        ] {
+            let refused = format!(
+                "External error: invalid argument: metadata table {name} is read-only: {what} \
+                 is not allowed"
+            );
+            // (DataFusion names the statement's table around a DELETE's or UPDATE's error.)
+            let expected = match what {
+                "INSERT" => refused,
+                _ => format!("{what} operation on table 'iceberg.{name}'\ncaused by\n{refused}"),
+            };
+            assert_eq!(error_of(&ctx, &sql).await, expected, "{sql}");
+        }
+    }
+
+    let whole_table = [
+        "snapshots",
+        "history",
+        "refs",
+        "metadata_log_entries",
+        "all_manifests",
+        "all_files",
+        "all_data_files",
+        "all_delete_files",
+        "all_entries",
+    ];
+    for kind in MetadataTableKind::ALL {
+        let meta = kind.name();
+        let spark = format!("SELECT count(*) FROM iceberg.db.ro.{meta} VERSION AS OF {first}");
+        let trino =
+            format!("SELECT count(*) FROM iceberg.db.\"ro${meta}\" FOR VERSION AS OF {first}");
+        let by_ref = format!("SELECT count(*) FROM iceberg.db.ro.{meta} VERSION AS OF 'main'");
+        if whole_table.contains(&meta) {
+            for (sql, selector) in [
+                (&spark, format!("snapshot {first}")),
+                (&trino, format!("snapshot {first}")),
+                (&by_ref, "ref \"main\"".to_string()),
+            ] {
+                assert_eq!(
+                    error_of(&ctx, sql).await,
+                    format!(
+                        "External error: invalid argument: metadata table db.ro${meta} \
+                         describes the whole table and cannot be read at a snapshot \
+                         ({selector}); time travel applies to manifests, files, data_files, \
+                         delete_files, entries, partitions and position_deletes"
+                    ),
+                    "{sql}"
+                );
+            }
+        } else {
+            for sql in [&spark, &trino, &by_ref] {
+                query(&ctx, sql)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
+        }
+    }
+    // At the first snapshot, one data file; now two.
+    let files = |sql: String| {
+        let ctx = &ctx;
+        async move {
+            let batches = query(ctx, &sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            batches[0].column(0).as_primitive::<Int64Type>().value(0)
+        }
+    };
+    assert_eq!(
+        files(format!(
+            "SELECT count(*) FROM iceberg.db.ro.files VERSION AS OF {first}"
+        ))
+        .await,
+        1
+    );
+    assert_eq!(
+        files("SELECT count(*) FROM iceberg.db.ro.files".into()).await,
+        2
+    );
 }

@@ -1,7 +1,8 @@
 //! `table_changes(...)`: every snapshot's changes against Spark 3.5 + Iceberg 1.10's changelog
 //! view where Spark computes one, and otherwise (delete files: Spark refuses them) against an
 //! independent model, the difference of the two snapshots' full contents as Spark reads them,
-//! paired by identifier fields into UPDATE_BEFORE / UPDATE_AFTER.
+//! paired by identifier fields into UPDATE_BEFORE / UPDATE_AFTER. And timestamp bounds: the
+//! snapshots committed in (start, end], the same rows as the snapshot-id form.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -517,4 +518,144 @@ async fn spark_and_upsert_tables_equal_spark_changelog_or_the_model() {
     assert!(refused_with_deletes > 0);
     assert!(updates_spark >= 5, "{updates_spark} updates from Spark");
     assert!(updates_model >= 5, "{updates_model} updates from the model");
+}
+
+/// A commit time (epoch milliseconds) as SQL timestamp text, UTC: `2026-12-01 20:01:51.123`.
+fn timestamp_text(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .expect("a commit time")
+        .naive_utc()
+        .format("%Y-%m-%d %H:%M:%S%.3f")
+        .to_string()
+}
+
+/// Timestamp bounds (`TIMESTAMP '…'` or a string, either end, mixed with a snapshot id) select
+/// exactly the snapshots committed in (start, end] — a start at a commit's own instant excludes
+/// that commit, an end at it includes it — and give the same rows as the snapshot-id form of
+/// that range.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timestamp_bounds_select_the_snapshots_committed_in_the_range() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_warehouse, catalog) = common::warehouse_with_db(dir.path()).await;
+    let ctx = changes_session(vec![("iceberg", Arc::clone(&catalog))]);
+    common::run_ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.timed (id BIGINT NOT NULL, v STRING) USING iceberg \
+         TBLPROPERTIES ('format-version'='2')",
+    )
+    .await;
+    for sql in [
+        "INSERT INTO iceberg.db.timed VALUES (1, 'a'), (2, 'b')",
+        "INSERT INTO iceberg.db.timed VALUES (3, 'c')",
+        "DELETE FROM iceberg.db.timed WHERE id = 2",
+        "UPDATE iceberg.db.timed SET v = 'c2' WHERE id = 3",
+        "INSERT INTO iceberg.db.timed VALUES (4, 'd')",
+    ] {
+        common::write_count(&ctx, sql).await;
+        // Commit times at least 20 ms apart: `t - 1` and `t + 1` fall between two commits.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The snapshots (id, commit time), oldest first.
+    let table = catalog
+        .load_table(&TableIdent::new(Namespace::from_dotted("db"), "timed"))
+        .await
+        .expect("load timed");
+    let metadata = table.metadata();
+    let mut snapshots = Vec::new();
+    let mut next = metadata.current_snapshot_id();
+    while let Some(id) = next {
+        let s = metadata.snapshot_by_id(id).expect("ancestor");
+        snapshots.push((id, s.timestamp_ms()));
+        next = s.parent_snapshot_id();
+    }
+    snapshots.reverse();
+    assert_eq!(snapshots.len(), 5, "one snapshot per statement");
+    for pair in snapshots.windows(2) {
+        assert!(pair[1].1 - pair[0].1 >= 20, "commits 20 ms apart: {pair:?}");
+    }
+    let id = |i: usize| snapshots[i].0;
+    let at =
+        |i: usize, delta: i64| format!("TIMESTAMP '{}'", timestamp_text(snapshots[i].1 + delta));
+    let string_at = |i: usize| format!("'{}'", timestamp_text(snapshots[i].1));
+
+    // (timestamp form, snapshot-id form, the snapshots in range)
+    let cases: Vec<(String, String, Vec<usize>)> = vec![
+        // A start at a commit's instant excludes it; an end at one includes it.
+        (
+            at(0, 0) + ", " + &at(3, 0),
+            format!("{}, {}", id(0), id(3)),
+            vec![1, 2, 3],
+        ),
+        // Before the first commit: from the first snapshot; just after a commit: up to it.
+        (
+            at(0, -1) + ", " + &at(2, 1),
+            format!("NULL, {}", id(2)),
+            vec![0, 1, 2],
+        ),
+        // Between commits at both ends.
+        (
+            at(1, 1) + ", " + &at(4, -1),
+            format!("{}, {}", id(1), id(3)),
+            vec![2, 3],
+        ),
+        // A string start, no end: up to the current snapshot.
+        (
+            string_at(2) + ", NULL",
+            format!("{}, NULL", id(2)),
+            vec![3, 4],
+        ),
+        // A string end; a snapshot id start.
+        (
+            format!("{}, {}", id(0), string_at(2)),
+            format!("{}, {}", id(0), id(2)),
+            vec![1, 2],
+        ),
+        // Start at the last commit: nothing after it.
+        (at(4, 0), format!("{}", id(4)), vec![]),
+        // After the last commit.
+        (at(4, 1), format!("{}", id(4)), vec![]),
+    ];
+    for (by_time, by_id, expected) in cases {
+        let sql_time = format!("SELECT * FROM table_changes('db.timed', {by_time})");
+        let sql_id = format!("SELECT * FROM table_changes('db.timed', {by_id})");
+        let rows = petrel_rows(&ctx, &sql_time).await;
+        assert_eq!(
+            rows,
+            petrel_rows(&ctx, &sql_id).await,
+            "{sql_time} vs {sql_id}"
+        );
+        let in_range = petrel_rows(
+            &ctx,
+            &format!(
+                "SELECT DISTINCT _change_ordinal, _commit_snapshot_id FROM \
+                 table_changes('db.timed', {by_time})"
+            ),
+        )
+        .await;
+        let expected: Vec<String> = expected
+            .iter()
+            .enumerate()
+            .map(|(ordinal, &i)| format!("[{ordinal},{}]", id(i)))
+            .collect();
+        assert_eq!(in_range, expected, "{sql_time}");
+    }
+    // The rows of one range, exactly: the DELETE of id 2, then the UPDATE of id 3 (no
+    // identifier fields: a DELETE and an INSERT).
+    let rows = petrel_rows(
+        &ctx,
+        &format!(
+            "SELECT * FROM table_changes('db.timed', {}, {})",
+            at(1, 1),
+            at(4, -1)
+        ),
+    )
+    .await;
+    assert_eq!(
+        rows,
+        vec![
+            format!("[2,\"b\",\"DELETE\",0,{}]", id(2)),
+            format!("[3,\"c\",\"DELETE\",1,{}]", id(3)),
+            format!("[3,\"c2\",\"INSERT\",1,{}]", id(3)),
+        ]
+    );
 }

@@ -11,7 +11,7 @@ use crate::common;
 
 use std::sync::Arc;
 
-use common::{check_corpus, corpus_dir, query, session};
+use common::{check_corpus, check_corpus_errors, corpus_dir, session};
 use petrel_table_provider::FileSystemCatalog;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -29,36 +29,5 @@ async fn corpus_errors_name_the_table_and_snapshot() {
     let warehouse = corpus_dir().join("warehouse");
     let catalog = FileSystemCatalog::new(warehouse.to_str().expect("utf8 path")).expect("catalog");
     let ctx = session(vec![("iceberg", Arc::new(catalog))]);
-    let err = query(
-        &ctx,
-        "SELECT * FROM iceberg.db.pyiceberg_cow VERSION AS OF 42",
-    )
-    .await
-    .expect_err("unknown snapshot");
-    assert!(
-        err.to_string()
-            .contains("db.pyiceberg_cow has no snapshot with id 42"),
-        "{err}"
-    );
-    let err = query(
-        &ctx,
-        "SELECT * FROM iceberg.db.pyiceberg_cow VERSION AS OF 'nope'",
-    )
-    .await
-    .expect_err("unknown ref");
-    assert!(
-        err.to_string().contains("no branch or tag named \"nope\""),
-        "{err}"
-    );
-    let err = query(&ctx, "SELECT * FROM iceberg.db.pyiceberg_cow FOR TIMESTAMP AS OF TIMESTAMP '2000-01-01 00:00:00'")
-        .await
-        .expect_err("before first snapshot");
-    assert!(
-        err.to_string().contains("no snapshot at or before"),
-        "{err}"
-    );
-    let err = query(&ctx, "SELECT * FROM iceberg.db.no_such_table")
-        .await
-        .expect_err("missing");
-    assert!(err.to_string().contains("no_such_table"), "{err}");
+    check_corpus_errors(&ctx).await;
 }

@@ -7,12 +7,16 @@
 //! know: every byte Petrel reads or writes goes through the keys rustberg vended for the table
 //! (one store per table), and the same catalog with vending off fails, naming the table and the
 //! bucket. With a short max age, a table kept loaded fetches new keys by reloading the table.
+//!
+//! Keys that really expire: moto (5.2.5) never checks the expiry of STS session keys, so
+//! [`vended_keys_that_expire_are_replaced_and_queries_go_on`] runs moto with a patch that
+//! refuses them after it, as AWS does (`common::moto`, `Moto::start_with_auth_and_expiry`).
 
 use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::moto::Moto;
 use common::rustberg::{API_KEY, Rustberg};
@@ -127,5 +131,152 @@ print(sum(k.endswith(".parquet") for k in keys))
     assert!(
         err.contains(&format!("s3://{BUCKET}")),
         "names the bucket: {err}"
+    );
+}
+
+/// Keys vended now for table `db.{table}` to a client other than Petrel (a `loadTable` with
+/// vended credentials): `(key id, secret, session token)`.
+fn vend_to_another_client(moto: &Moto, server: &Rustberg, table: &str) -> (String, String, String) {
+    let out = moto.python(
+        r#"
+import json, sys, urllib.request
+_, uri, token, table = sys.argv[1:5]
+request = urllib.request.Request(f"{uri}/v1/namespaces/db/tables/{table}", headers={
+    "Authorization": f"Bearer {token}", "X-Iceberg-Access-Delegation": "vended-credentials"})
+answer = json.load(urllib.request.urlopen(request))
+config = dict(answer.get("config") or {})
+for credential in answer.get("storage-credentials") or []:
+    config.update(credential["config"])
+print(config["s3.access-key-id"], config["s3.secret-access-key"], config["s3.session-token"])
+"#,
+        &[&server.uri, API_KEY, table],
+    );
+    let mut words = out.split_whitespace().map(str::to_string);
+    let mut next = || words.next().expect("a vended key, secret and token");
+    (next(), next(), next())
+}
+
+/// Reads `key` of the bucket with `keys`: `ok`, or the S3 error code moto answered.
+fn read_with(moto: &Moto, keys: &(String, String, String), key: &str) -> String {
+    moto.python(
+        r#"
+import sys, boto3, botocore
+endpoint, key_id, secret, token, bucket, key = sys.argv[1:7]
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                  aws_access_key_id=key_id, aws_secret_access_key=secret,
+                  aws_session_token=token)
+try:
+    s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    print("ok")
+except botocore.exceptions.ClientError as e:
+    print(e.response["Error"]["Code"])
+"#,
+        &[&keys.0, &keys.1, &keys.2, BUCKET, key],
+    )
+    .trim()
+    .to_string()
+}
+
+/// Vended keys that expire while Petrel uses them. Rustberg vends STS session keys lasting 6 s
+/// (it passes any duration to STS; AWS's shortest is 900 s), and moto refuses them after that
+/// with `ExpiredToken` (moto 5.2.5 itself never checks an STS key's expiry: this moto runs with
+/// the patch of `Moto::start_with_auth_and_expiry`, which does, as AWS does). A query planned
+/// with keys that then expire runs to the end, a later INSERT and SELECT work, while the keys
+/// another client was vended at the same time are refused, and so are the keys of a Petrel
+/// catalog that keeps them for the default max age: the expiry is enforced, and it is Petrel's
+/// refresh that carries on (its refresh counter moved).
+///
+/// What this does not prove: rustberg says nothing about when its keys expire (no
+/// `s3.session-token-expires-at-ms`), so Petrel replaces them by age
+/// (`petrel.vended-credentials-max-age-ms`, here 1.5 s, below their lifetime; the default of
+/// 10 minutes is below STS's shortest session). A catalog vending keys shorter-lived than that
+/// age without saying so fails Petrel's reads, as the control shows: Petrel does not fetch new
+/// keys when S3 answers `ExpiredToken`. The expiry-driven path (a vended
+/// `s3.session-token-expires-at-ms`) is covered only by `vended.rs`'s unit tests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vended_keys_that_expire_are_replaced_and_queries_go_on() {
+    const LIFETIME: Duration = Duration::from_secs(6);
+    let moto = Moto::start_with_auth_and_expiry(BUCKET);
+    let Some(server) = Rustberg::start_vending_for(
+        &moto,
+        &format!("s3://{BUCKET}/wh"),
+        LIFETIME.as_secs() as u32,
+    ) else {
+        return;
+    };
+    let rest = RestCatalog::connect(config(&server, true, Some(1_500)), wrong_key_stores(&moto))
+        .await
+        .expect("connect");
+    let catalog: Arc<dyn Catalog> = Arc::new(rest.clone());
+    let db = Namespace::new(vec!["db".into()]);
+    catalog.create_namespace(&db, false).await.expect("db");
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+    run_ddl(&ctx, "CREATE TABLE iceberg.db.t (id BIGINT, name STRING)").await;
+    query(&ctx, "INSERT INTO iceberg.db.t VALUES (1, 'a'), (2, 'b')")
+        .await
+        .expect("insert with the vended keys");
+    let ident = TableIdent::new(db.clone(), "t");
+
+    // The control: a catalog keeping its keys for the default max age.
+    let keeping = RestCatalog::connect(config(&server, true, None), wrong_key_stores(&moto))
+        .await
+        .expect("connect");
+    let kept = keeping.load_table(&ident).await.expect("load");
+    let metadata = kept.metadata_location().to_string();
+    kept.io().read(&metadata).await.expect("fresh keys read");
+
+    // A query planned now (its table loaded with keys vended now), run after they expire.
+    let frame = ctx
+        .sql("SELECT id, name FROM iceberg.db.t")
+        .await
+        .expect("plan");
+    let refreshes = rest.vended_credential_refreshes(&ident);
+    // Another client's keys, vended after Petrel's.
+    let other = vend_to_another_client(&moto, &server, "t");
+    let key = metadata
+        .strip_prefix(&format!("s3://{BUCKET}/"))
+        .expect("in the bucket");
+    assert_eq!(
+        read_with(&moto, &other, key),
+        "ok",
+        "the other client's keys"
+    );
+    let vended = Instant::now();
+    tokio::time::sleep(LIFETIME + Duration::from_millis(1_500)).await;
+    assert!(vended.elapsed() > LIFETIME);
+
+    assert_eq!(
+        read_with(&moto, &other, key),
+        "ExpiredToken",
+        "the other client's keys, expired"
+    );
+    let err = kept
+        .io()
+        .read(&metadata)
+        .await
+        .expect_err("keys kept past their expiry")
+        .to_string();
+    assert!(err.contains("ExpiredToken"), "{err}");
+
+    let batches = frame
+        .collect()
+        .await
+        .expect("the planned query, after expiry");
+    let mut rows: Vec<String> = common::rows_json(&batches, &[])
+        .into_iter()
+        .map(|r| serde_json::Value::Array(r).to_string())
+        .collect();
+    rows.sort();
+    assert_eq!(rows, ["[1,\"a\"]", "[2,\"b\"]"]);
+    assert!(
+        rest.vended_credential_refreshes(&ident) > refreshes,
+        "Petrel fetched new keys"
+    );
+    query(&ctx, "INSERT INTO iceberg.db.t VALUES (3, 'c')")
+        .await
+        .expect("insert after expiry");
+    assert_eq!(
+        sorted_rows(&ctx, "SELECT id, name FROM iceberg.db.t").await,
+        ["[1,\"a\"]", "[2,\"b\"]", "[3,\"c\"]"]
     );
 }

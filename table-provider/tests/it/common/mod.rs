@@ -780,6 +780,47 @@ pub async fn check_corpus(ctx: &SessionContext, dir: &std::path::Path) -> (usize
     (compared, merged)
 }
 
+/// The corpus's failing reads through `ctx` (the warehouse registered as catalog `iceberg`):
+/// an unknown snapshot id, ref or time, and a missing table, each an error naming what was
+/// asked for.
+pub async fn check_corpus_errors(ctx: &SessionContext) {
+    let err = query(
+        ctx,
+        "SELECT * FROM iceberg.db.pyiceberg_cow VERSION AS OF 42",
+    )
+    .await
+    .expect_err("unknown snapshot");
+    assert!(
+        err.to_string()
+            .contains("db.pyiceberg_cow has no snapshot with id 42"),
+        "{err}"
+    );
+    let err = query(
+        ctx,
+        "SELECT * FROM iceberg.db.pyiceberg_cow VERSION AS OF 'nope'",
+    )
+    .await
+    .expect_err("unknown ref");
+    assert!(
+        err.to_string().contains("no branch or tag named \"nope\""),
+        "{err}"
+    );
+    let err = query(
+        ctx,
+        "SELECT * FROM iceberg.db.pyiceberg_cow FOR TIMESTAMP AS OF TIMESTAMP '2000-01-01 00:00:00'",
+    )
+    .await
+    .expect_err("before first snapshot");
+    assert!(
+        err.to_string().contains("no snapshot at or before"),
+        "{err}"
+    );
+    let err = query(ctx, "SELECT * FROM iceberg.db.no_such_table")
+        .await
+        .expect_err("missing");
+    assert!(err.to_string().contains("no_such_table"), "{err}");
+}
+
 /// What Spark 3.5 + Iceberg 1.10, PyIceberg and DuckDB read from tables of a Hadoop-layout
 /// warehouse (`tests/spark/read_back.py`, run in the Spark virtualenv of
 /// `scripts/setup-spark.sh`), Spark's and DuckDB's rows at every snapshot included.

@@ -1,7 +1,13 @@
 //! A real S3 server for tests: moto's server (`moto[server]` from PyPI, installed into the
 //! project's `.venv` by `scripts/setup-python.sh`) on a free port of 127.0.0.1, stopped when
 //! the handle drops. Requests must be signed; any key pair is accepted unless the server was
-//! started [`Moto::start_with_auth`], when only the key pair it made is.
+//! started [`Moto::start_with_auth`], when only the key pair it made is (and the session keys of
+//! roles assumed through its STS).
+//!
+//! moto (5.2.5) accepts an assumed role's session keys forever: it records their expiry but
+//! never checks it. [`Moto::start_with_auth_and_expiry`] runs moto's own server with
+//! [`REFUSE_EXPIRED_SESSIONS`] applied first, which refuses them after their expiry as AWS does
+//! (`400 ExpiredToken`); nothing else about the server changes.
 
 use std::collections::HashMap;
 use std::net::{TcpListener, TcpStream};
@@ -47,17 +53,58 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The patch [`Moto::start_with_auth_and_expiry`] applies to moto before its server starts: an
+/// assumed role's session keys presented after their `Expiration` are refused with S3's
+/// `ExpiredToken` (moto would accept them), then `moto.server.main` runs with the arguments.
+const REFUSE_EXPIRED_SESSIONS: &str = r#"
+import sys
+from moto.core.utils import utcnow
+from moto.iam import access_control
+from moto.s3.exceptions import S3ClientError
+from moto.sts.models import sts_backends
+
+accept = access_control.AssumedRoleAccessKey.__init__
+refuse_s3 = access_control.S3IAMRequest._raise_invalid_access_key
+
+def refuse_expired(self, account_id, partition, access_key_id, headers):
+    accept(self, account_id, partition, access_key_id, headers)
+    for role in sts_backends[account_id][partition].assumed_roles:
+        if role.access_key_id == access_key_id and role.expiration <= utcnow():
+            raise access_control.CreateAccessKeyFailure(reason="ExpiredToken")
+
+def refuse_s3_expired(self, reason):
+    if reason == "ExpiredToken":
+        raise S3ClientError("ExpiredToken", "The provided token has expired.")
+    refuse_s3(self, reason)
+
+access_control.AssumedRoleAccessKey.__init__ = refuse_expired
+access_control.S3IAMRequest._raise_invalid_access_key = refuse_s3_expired
+
+from moto.server import main
+sys.exit(main(sys.argv[1:]))
+"#;
+
 impl Moto {
     /// A server accepting any signed request.
     pub fn start() -> Self {
-        Self::spawn(None)
+        Self::spawn(None, false)
     }
 
     /// A server that checks credentials: IAM authentication is on after the first four
     /// requests, which make an IAM user with an access key allowed everything; requests must
     /// be signed with that key (wrong keys are refused with 403).
     pub fn start_with_auth(bucket: &str) -> Self {
-        let mut moto = Self::spawn(Some(4));
+        Self::authenticated(bucket, false)
+    }
+
+    /// [`Moto::start_with_auth`], and the session keys of an assumed role (STS AssumeRole) are
+    /// refused once they expire ([`REFUSE_EXPIRED_SESSIONS`]).
+    pub fn start_with_auth_and_expiry(bucket: &str) -> Self {
+        Self::authenticated(bucket, true)
+    }
+
+    fn authenticated(bucket: &str, refuse_expired: bool) -> Self {
+        let mut moto = Self::spawn(Some(4), refuse_expired);
         let script = r#"
 import json, sys, boto3
 endpoint, bucket = sys.argv[1], sys.argv[2]
@@ -78,7 +125,7 @@ print(key["AccessKeyId"], key["SecretAccessKey"])
         moto
     }
 
-    fn spawn(no_auth_requests: Option<u32>) -> Self {
+    fn spawn(no_auth_requests: Option<u32>, refuse_expired: bool) -> Self {
         let server = venv().join("bin/moto_server");
         assert!(
             server.exists(),
@@ -88,7 +135,13 @@ print(key["AccessKeyId"], key["SecretAccessKey"])
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("moto.log");
         let port = free_port();
-        let mut cmd = Command::new(&server);
+        let mut cmd = if refuse_expired {
+            let mut cmd = Command::new(venv().join("bin/python"));
+            cmd.args(["-c", REFUSE_EXPIRED_SESSIONS]);
+            cmd
+        } else {
+            Command::new(&server)
+        };
         cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&log).expect("log"))

@@ -187,8 +187,15 @@ enabled = false
     /// A server whose warehouse `warehouse` (`s3://bucket/prefix`) is on `moto` (started
     /// [`Moto::start_with_auth`]), vending credentials for it: STS AssumeRole (moto's) of a
     /// role allowed all of S3, with rustberg's own S3 and STS requests signed by moto's IAM
-    /// user. `None` as [`Rustberg::start_with`] (also without the `aws-credentials` feature).
+    /// user; the keys it vends last 900 s (STS's shortest session). `None` as
+    /// [`Rustberg::start_with`] (also without the `aws-credentials` feature).
     pub fn start_vending(moto: &Moto, warehouse: &str) -> Option<Self> {
+        Self::start_vending_for(moto, warehouse, 900)
+    }
+
+    /// [`Rustberg::start_vending`] with keys that last `duration_seconds` (rustberg passes
+    /// any value to STS, and moto's STS accepts any; AWS's would refuse less than 900).
+    pub fn start_vending_for(moto: &Moto, warehouse: &str, duration_seconds: u32) -> Option<Self> {
         let role_arn = moto.python(
             r#"
 import json, sys, boto3
@@ -205,34 +212,25 @@ print(arn)
             &[],
         );
         let extra = format!(
-            r#"[storage.properties]
-"s3.endpoint" = "{endpoint}"
-"s3.path-style-access" = "true"
-"s3.region" = "us-east-1"
-"s3.access-key-id" = "env:RUSTBERG_S3_KEY"
-"s3.secret-access-key" = "env:RUSTBERG_S3_SECRET"
-
+            r#"{storage}
 [credentials]
 provider = "aws"
 
 [credentials.aws]
 region = "us-east-1"
 role_arn = "{role}"
-duration_seconds = 900
+duration_seconds = {duration_seconds}
 "#,
-            endpoint = moto.endpoint,
+            storage = moto_storage(moto),
             role = role_arn.trim(),
         );
-        let env = [
-            ("RUSTBERG_S3_KEY", moto.access_key.as_str()),
-            ("RUSTBERG_S3_SECRET", moto.secret_key.as_str()),
-            // STS is moto's too.
-            ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
-            ("AWS_ACCESS_KEY_ID", moto.access_key.as_str()),
-            ("AWS_SECRET_ACCESS_KEY", moto.secret_key.as_str()),
-            ("AWS_REGION", "us-east-1"),
-        ];
-        Self::start_with(Some(warehouse), "", &extra, &env, Some("aws-credentials"))
+        Self::start_with(
+            Some(warehouse),
+            "",
+            &extra,
+            &moto_env(moto),
+            Some("aws-credentials"),
+        )
     }
 
     /// The server's `file://` warehouse directory.
@@ -261,6 +259,34 @@ duration_seconds = 900
         .await
         .unwrap_or_else(|e| panic!("connecting to rustberg at {}: {e}", self.uri))
     }
+}
+
+/// Rustberg's `[storage.properties]` for `moto`: its endpoint, path-style, and the key pair
+/// from the environment [`moto_env`] sets.
+fn moto_storage(moto: &Moto) -> String {
+    format!(
+        r#"[storage.properties]
+"s3.endpoint" = "{endpoint}"
+"s3.path-style-access" = "true"
+"s3.region" = "us-east-1"
+"s3.access-key-id" = "env:RUSTBERG_S3_KEY"
+"s3.secret-access-key" = "env:RUSTBERG_S3_SECRET"
+"#,
+        endpoint = moto.endpoint,
+    )
+}
+
+/// The environment rustberg reaches `moto` with: the key pair of [`moto_storage`], and the
+/// `AWS_*` variables of its STS client (moto's STS).
+fn moto_env(moto: &Moto) -> [(&'static str, &str); 6] {
+    [
+        ("RUSTBERG_S3_KEY", moto.access_key.as_str()),
+        ("RUSTBERG_S3_SECRET", moto.secret_key.as_str()),
+        ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
+        ("AWS_ACCESS_KEY_ID", moto.access_key.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", moto.secret_key.as_str()),
+        ("AWS_REGION", "us-east-1"),
+    ]
 }
 
 impl Drop for Rustberg {

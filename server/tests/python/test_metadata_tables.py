@@ -1,7 +1,8 @@
 """Metadata tables (`t$files`, Spark's `t.files`) through the real ADBC Flight SQL driver against
 `petrel` serving the fixture corpus: read as queries in both namings, checked against what Spark
 3.5 + Iceberg 1.10 recorded beside the tables (`expected/<table>.json`); listed by GetTables only
-under their own table type `METADATA TABLE`; refused as write targets."""
+under their own table type `METADATA TABLE`; refused as write targets (INSERT, DELETE, UPDATE) and,
+for those describing the whole table, for time travel."""
 
 import adbc_driver_flightsql.dbapi as flight_sql
 import adbc_driver_manager
@@ -70,7 +71,39 @@ def test_get_tables_lists_metadata_tables_only_when_asked(conn, corpus):
 
 def test_metadata_tables_are_read_only(conn):
     cur = conn.cursor()
-    with pytest.raises(adbc_driver_manager.Error, match="read-only"):
-        cur.execute("INSERT INTO iceberg.db.\"v3_dv$snapshots\" SELECT * FROM iceberg.db.\"v3_dv$snapshots\"")
-        cur.fetchall()
+    for sql, refused in [
+        ('INSERT INTO iceberg.db."v3_dv$snapshots" SELECT * FROM iceberg.db."v3_dv$snapshots"',
+         "INSERT into iceberg.db.v3_dv$snapshots"),
+        ("DELETE FROM iceberg.db.v3_dv.files WHERE record_count > 0", "DELETE from iceberg.db.v3_dv$files"),
+        ('DELETE FROM iceberg.db."v3_dv$snapshots"', "DELETE from iceberg.db.v3_dv$snapshots"),
+        ("UPDATE iceberg.db.v3_dv.entries SET status = 0", "UPDATE of iceberg.db.v3_dv$entries"),
+    ]:
+        with pytest.raises(adbc_driver_manager.ProgrammingError) as error:
+            cur.execute(sql)
+            cur.fetchall()
+        assert str(error.value) == (
+            f"UNAUTHORIZED: [FlightSQL] {refused} is not allowed: metadata tables ($snapshots, $files, …) "
+            "are read-only (PermissionDenied; Prepare)"), sql
+    cur.close()
+
+
+def test_whole_table_metadata_tables_refuse_time_travel(conn, corpus):
+    first = expected(corpus, "v3_dv")["snapshots"][0]
+    snapshot = first["snapshot_id"]
+    cur = conn.cursor()
+    for meta in ["snapshots", "history", "refs", "metadata_log_entries", "all_manifests", "all_files",
+                 "all_data_files", "all_delete_files", "all_entries"]:
+        for sql in [f"SELECT * FROM iceberg.db.v3_dv.{meta} VERSION AS OF {snapshot}",
+                    f'SELECT * FROM iceberg.db."v3_dv${meta}" FOR VERSION AS OF {snapshot}']:
+            with pytest.raises(adbc_driver_manager.Error) as error:
+                cur.execute(sql)
+                cur.fetchall()
+            assert str(error.value) == (
+                f"INVALID_ARGUMENT: [FlightSQL] invalid argument: metadata table db.v3_dv${meta} describes "
+                f"the whole table and cannot be read at a snapshot (snapshot {snapshot}); time travel "
+                "applies to manifests, files, data_files, delete_files, entries, partitions and "
+                "position_deletes (InvalidArgument; Prepare)"), sql
+    # The snapshot-scoped ones take it: the first snapshot's files, as its summary counts them.
+    cur.execute(f"SELECT count(*) FROM iceberg.db.v3_dv.files VERSION AS OF {snapshot}")
+    assert cur.fetchall() == [(int(first["summary"]["total-data-files"]),)]
     cur.close()

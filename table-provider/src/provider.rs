@@ -661,7 +661,7 @@ impl IcebergTableProvider {
         );
         let nan_free = Arc::new(nan_free);
         let readers = NanSafeReaderFactory::new(
-            Arc::new(NamedFileReaderFactory::new(Arc::new(readers))),
+            Arc::new(NamedFileReaderFactory::new(Arc::new(readers), &store_url)),
             Arc::clone(&nan_free),
         );
         let mut source = ParquetSource::new(table_schema)

@@ -26,6 +26,9 @@ pub use store_config::{MAX_RETRIES, RETRY_TIMEOUT, StoreConfig, StoreKind};
 use crate::error::{Error, Result};
 use request_counts::CountingStore;
 
+/// How often [`TableIo::create`] tries a create that failed in transit.
+pub const CREATE_ATTEMPTS: u32 = 3;
+
 /// Finds the object store serving a location: local files, and S3 (`s3://`, `s3a://`,
 /// `s3n://`), GCS (`gs://`) and Azure (`abfss://`, `wasbs://`) buckets configured by one
 /// [`StoreConfig`]. One store per bucket is built on first use and kept (its connection pool
@@ -223,11 +226,39 @@ impl TableIo {
     }
 
     /// Writes a whole new file (replacing nothing: a file of that name must not exist).
+    ///
+    /// The files written this way (manifests, manifest lists, deletion vectors) have fresh,
+    /// unique names, so a create whose outcome was lost may be repeated. object_store does not
+    /// retry a conditional put once it was sent (a timeout, a cut answer), and when it does
+    /// (a dropped connection) the repeat may find the first attempt's object. So a create that
+    /// failed in transit is tried again (at most [`CREATE_ATTEMPTS`] in all, while within
+    /// [`RETRY_TIMEOUT`]), and "already exists" with exactly these bytes there is this
+    /// create's own success.
     pub async fn create(&self, logical: &str, bytes: Bytes) -> Result<()> {
         let (store, _, path) = self.resolve(logical)?;
-        let opts = object_store::PutOptions::from(object_store::PutMode::Create);
-        store.put_opts(&path, bytes.into(), opts).await?;
-        Ok(())
+        let started = std::time::Instant::now();
+        let mut attempt = 1;
+        loop {
+            let opts = object_store::PutOptions::from(object_store::PutMode::Create);
+            match store.put_opts(&path, bytes.clone().into(), opts).await {
+                Ok(_) => return Ok(()),
+                Err(exists @ object_store::Error::AlreadyExists { .. }) => {
+                    let ours = match store.get(&path).await {
+                        Ok(found) => found.bytes().await.is_ok_and(|found| found == bytes),
+                        Err(_) => false,
+                    };
+                    return if ours { Ok(()) } else { Err(exists.into()) };
+                }
+                Err(e @ object_store::Error::Generic { .. })
+                    if attempt < CREATE_ATTEMPTS && started.elapsed() < RETRY_TIMEOUT =>
+                {
+                    tracing::warn!("creating {path}: {e}; trying again");
+                    tokio::time::sleep(std::time::Duration::from_millis(100 << attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Deletes a file (a missing file is not an error).

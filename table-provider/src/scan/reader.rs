@@ -10,6 +10,7 @@ use bytes::Bytes;
 use datafusion::common::Result as DFResult;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -35,16 +36,30 @@ pub(crate) fn partitioned_file(path: Path, size: u64) -> PartitionedFile {
     })
 }
 
-/// Wraps a reader factory so that errors say which data file failed.
+/// Wraps a reader factory so that errors say which data file failed, by its full location
+/// (store and path: `s3://bucket/key`; a local file by its absolute path).
 #[derive(Debug)]
 pub struct NamedFileReaderFactory {
     inner: Arc<dyn ParquetFileReaderFactory>,
+    /// What goes before a file's object path to name it: `s3://bucket/`, or `/` for the local
+    /// file system (whose object paths are absolute paths without their leading `/`).
+    prefix: String,
 }
 
 impl NamedFileReaderFactory {
-    /// Wraps `inner`.
-    pub fn new(inner: Arc<dyn ParquetFileReaderFactory>) -> Self {
-        Self { inner }
+    /// Wraps `inner`, which reads from the store of `store_url`.
+    pub fn new(inner: Arc<dyn ParquetFileReaderFactory>, store_url: &ObjectStoreUrl) -> Self {
+        let prefix = if *store_url == ObjectStoreUrl::local_filesystem() {
+            "/".to_string()
+        } else {
+            let url = store_url.as_str();
+            if url.ends_with('/') {
+                url.to_string()
+            } else {
+                format!("{url}/")
+            }
+        };
+        Self { inner, prefix }
     }
 }
 
@@ -56,7 +71,7 @@ impl ParquetFileReaderFactory for NamedFileReaderFactory {
         metadata_size_hint: Option<usize>,
         metrics: &ExecutionPlanMetricsSet,
     ) -> DFResult<Box<dyn AsyncFileReader + Send>> {
-        let path = partitioned_file.object_meta.location.to_string();
+        let path = format!("{}{}", self.prefix, partitioned_file.object_meta.location);
         let inner = self.inner.create_reader(
             partition_index,
             partitioned_file,
@@ -74,7 +89,7 @@ struct NamedFileReader {
 
 impl NamedFileReader {
     fn name(path: &str, e: ParquetError) -> ParquetError {
-        ParquetError::General(format!("data file /{path}: {e}"))
+        ParquetError::General(format!("data file {path}: {e}"))
     }
 }
 

@@ -25,6 +25,7 @@ mod metadata_answers;
 mod metadata_table_filters;
 mod metadata_tables;
 mod nested_insert;
+mod object_store_faults;
 mod object_store_s3;
 mod overwrite;
 mod positional_scan;

@@ -31,7 +31,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext, SessionState};
 use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
-use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder};
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder, WriteOp};
 use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use petrel_table_provider::catalog::Catalog;
 use petrel_table_provider::changes::TableChangesFunction;
@@ -362,7 +362,9 @@ impl QueryEngine {
 
     /// Plans the write `sql` with every bound parameter row (IPC bytes; empty: none) as ONE
     /// statement: each row is bound to its own copy of the statement, and the copies' inputs
-    /// are combined under one `INSERT` (UNION ALL), so a parameter batch is one commit.
+    /// are combined under one `INSERT` (UNION ALL), so a parameter batch is one commit. Several
+    /// rows for any other write (DELETE, UPDATE, MERGE) are refused (UNIMPLEMENTED): each row
+    /// would read the table and commit on its own.
     pub async fn plan_write(
         &self,
         sql: &str,
@@ -385,6 +387,7 @@ impl QueryEngine {
         for index in 0..rows.len() {
             frames.push(bind(unbound.clone(), rows.row(index)?)?);
         }
+        let rows_len = rows.len();
         drop(rows);
         if frames.len() == 1 {
             return Ok(frames.remove(0));
@@ -393,10 +396,17 @@ impl QueryEngine {
         let mut inputs = Vec::with_capacity(frames.len());
         for frame in frames {
             let (state, plan) = frame.into_parts();
-            let LogicalPlan::Dml(dml) = plan else {
-                return Err(Status::invalid_argument(
-                    "only a write (INSERT INTO) can run once per bound parameter row here",
-                ));
+            // Only INSERTs combine into one statement (their inputs, as one commit); a
+            // DELETE, UPDATE or MERGE per row would each read the table and commit on its own.
+            let dml = match plan {
+                LogicalPlan::Dml(dml) if matches!(dml.op, WriteOp::Insert(_)) => dml,
+                _ => {
+                    return Err(Status::unimplemented(format!(
+                        "{rows_len} bound parameter rows in one execution: only INSERT runs a \
+                         batch of rows as one statement; bind and execute DELETE, UPDATE and \
+                         MERGE one row at a time"
+                    )));
+                }
             };
             inputs.push(Arc::clone(&dml.input));
             if first.is_none() {

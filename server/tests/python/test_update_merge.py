@@ -8,6 +8,7 @@ row_level_flight_sql.rs`.)"""
 import glob
 
 import adbc_driver_flightsql.dbapi as flight_sql
+import adbc_driver_manager
 import pytest
 from pyiceberg.table import StaticTable
 
@@ -79,6 +80,17 @@ def test_prepared_update_and_merge_with_parameters(tmp_path, start_petrel, versi
         cur.execute(merge, (5, "s", 0, 0))  # matched, 50 < 0 false: deleted
         assert cur.fetchall() == [(1,)]
         del model[5]
+        assert petrel_rows(cur, table) == model_rows(model)
+
+        # Several parameter rows in one execution (executemany) are for INSERT only: an
+        # UPDATE, DELETE or MERGE batch is refused, and nothing changes.
+        for sql, rows in [
+            (update, [(1, "n", 3), (2, "s", 3)]),
+            (f"DELETE FROM {table} WHERE id = ?", [(0,), (1,)]),
+            (merge, [(3, "s", 0, 0), (4, "n", 0, 0)]),
+        ]:
+            with pytest.raises(adbc_driver_manager.NotSupportedError, match="one row at a time"):
+                cur.executemany(sql, rows)
         assert petrel_rows(cur, table) == model_rows(model)
 
     # PyIceberg reads the same rows.

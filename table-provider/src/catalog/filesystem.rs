@@ -17,6 +17,16 @@
 //! table, so that one broken table neither fails the listing of all the others nor turns into a
 //! namespace; loading it reports the error, naming the table.
 //!
+//! On an object store every request is a round trip, so a table load overlaps them: the
+//! hinted metadata file is read (its GET says it exists: no HEAD first) while the next
+//! version is looked for, and a catalog that loaded the table before looks for the version
+//! after the one it found while it reads the hint. A cold load is then two round trips (the
+//! hint; the metadata file and the next version's HEAD), a warm one a single round trip (the
+//! hint and the next version's HEAD, at once) when the hint names the version this catalog last
+//! found and nothing follows it. Any other answer (a newer hint, an older one, a next version
+//! that exists) goes the way of a cold load from the hint, so every commit finished before the
+//! load began is seen.
+//!
 //! Object stores have no directories: a namespace created here holds an empty marker object
 //! (`.petrel-namespace`; hidden, as Java's `HadoopCatalog` ignores files in namespaces).
 
@@ -25,11 +35,15 @@ use std::sync::Arc;
 use std::collections::HashMap;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use iceberg::spec::TableMetadata;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
-use super::metadata_file::{MetadataCache, encode_table_metadata, metadata_file_version};
+use super::metadata_file::{
+    MetadataCache, ParsedMetadata, encode_table_metadata, metadata_file_version,
+    parse_table_metadata,
+};
 use super::writes::{delete_tree, file_name_of, loaded_table, put_new, warehouse_location};
 use super::{Catalog, LoadedTable, Namespace, TableIdent};
 use crate::error::{Error, Result};
@@ -38,6 +52,8 @@ use crate::io::{
 };
 
 const VERSION_HINTS: [&str; 2] = ["version-hint.text", "version-hint.txt"];
+/// Tables whose current metadata file a catalog remembers (the warm path of a load).
+const KNOWN_TABLES: u64 = 65_536;
 const MAX_NAMESPACE_DEPTH: usize = 8;
 /// The empty object that makes a directory a namespace on a store without directories.
 const NAMESPACE_MARKER: &str = ".petrel-namespace";
@@ -57,6 +73,40 @@ fn hadoop_version(file_name: &str) -> Option<(i64, &'static str)> {
     Some((number.parse().ok()?, suffix))
 }
 
+/// What a version hint says.
+enum Hint {
+    /// A version number (Java's form): `v{N}.metadata.json` or a gzip variant.
+    Version(i64),
+    /// A metadata file's name.
+    File(String),
+    /// Something else: the metadata directory is listed instead.
+    Unusable,
+}
+
+/// The current metadata file of a table, and its bytes when the lookup read them.
+struct Current {
+    path: Path,
+    bytes: Option<Bytes>,
+}
+
+impl Current {
+    fn found(path: Path) -> Self {
+        Self { path, bytes: None }
+    }
+}
+
+/// The file `v{N+1}.metadata.json` after `file` (`v{N}…`, any of the Hadoop suffixes); `None`
+/// for names without a Hadoop version.
+fn plain_successor(metadata_dir: &Path, file: &Path) -> Result<Option<Path>> {
+    match file.filename().and_then(hadoop_version) {
+        Some((version, _)) => Ok(Some(child_path(
+            metadata_dir,
+            &format!("v{}{}", version + 1, HADOOP_SUFFIXES[0]),
+        )?)),
+        None => Ok(None),
+    }
+}
+
 /// A filesystem (Hadoop layout) warehouse.
 #[derive(Debug, Clone)]
 pub struct FileSystemCatalog {
@@ -69,6 +119,9 @@ pub struct FileSystemCatalog {
     root_path: Path,
     stores: StoreRegistry,
     metadata_cache: MetadataCache,
+    /// The current metadata file this catalog last found or wrote, by table directory: a
+    /// load looks for the version after it while it reads the hint (shared by clones).
+    known_current: moka::sync::Cache<Path, Path>,
 }
 
 impl FileSystemCatalog {
@@ -91,6 +144,7 @@ impl FileSystemCatalog {
             root_path,
             stores,
             metadata_cache: MetadataCache::default(),
+            known_current: moka::sync::Cache::new(KNOWN_TABLES),
         })
     }
 
@@ -120,18 +174,184 @@ impl FileSystemCatalog {
     }
 
     /// The current metadata file of the table in `table_dir`, if it is a table.
+    async fn current_metadata_file(&self, table_dir: &Path) -> Result<Option<Path>> {
+        Ok(self
+            .current_metadata(table_dir, false)
+            .await?
+            .map(|current| current.path))
+    }
+
+    /// The current metadata file of the table in `table_dir`, if it is a table, with its bytes
+    /// when `fetch` asks for them and the lookup read them on the way.
     ///
     /// With a version hint naming a file that exists (`vN.metadata.json` and its gzip variants,
-    /// or the file name itself), that is a read and a `head` or two (one when the hinted file is
-    /// parsed in the metadata cache already: the `head` of the next version); otherwise the metadata
-    /// directory is listed (its size grows with the table's history: every snapshot adds
-    /// files there) and the hint is looked up among the files, or the highest version taken.
-    async fn current_metadata_file(&self, table_dir: &Path) -> Result<Option<Path>> {
+    /// or the file name itself), that is the hint, then the file (a GET when `fetch`, else a
+    /// HEAD; none when it is parsed in the metadata cache already) together with the HEAD of
+    /// the next version; a catalog that found the table's current file before HEADs the version
+    /// after it together with the hint, and is done when the hint names that same file and no
+    /// next version exists. Otherwise the metadata directory is listed (its size grows with
+    /// the table's history: every snapshot adds files there) and the hint is looked up among
+    /// the files, or the highest version taken.
+    async fn current_metadata(&self, table_dir: &Path, fetch: bool) -> Result<Option<Current>> {
         let metadata_dir = table_dir.clone().join("metadata");
-        if let Some(found) = self.hinted_metadata_file(&metadata_dir).await? {
-            return Ok(Some(self.walk_forward(&metadata_dir, found).await?));
+        let known = self.known_current.get(table_dir);
+        let probe = async {
+            match &known {
+                Some(known) => self.next_version(&metadata_dir, known).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let (hint, next) = tokio::join!(self.read_hint(&metadata_dir), probe);
+        let (hint, next) = (hint?, next?);
+        if let (Some(known), Some(next)) = (known, next) {
+            let hinted = match &hint {
+                Some(Hint::Version(version)) => {
+                    known.filename().and_then(hadoop_version).map(|(v, _)| v) == Some(*version)
+                }
+                Some(Hint::File(name)) => known.filename() == Some(name.as_str()),
+                _ => false,
+            };
+            // The hint names the file found last time: current unless a next version exists
+            // (a commit whose hint was not written yet), and then the walk goes on from there.
+            // An older hint (a stale one, or a table dropped and created again) is read as a
+            // cold load reads it.
+            if hinted {
+                return Ok(Some(Current::found(match next {
+                    None => known,
+                    Some(next) => self.walk_forward(&metadata_dir, next).await?,
+                })));
+            }
         }
-        let listing = match self.store.list_with_delimiter(Some(&metadata_dir)).await {
+        if let Some(hint) = &hint
+            && let Some(found) = self.current_from_hint(&metadata_dir, hint, fetch).await?
+        {
+            return Ok(Some(found));
+        }
+        Ok(self
+            .listed_metadata_file(&metadata_dir)
+            .await?
+            .map(Current::found))
+    }
+
+    /// The first version hint of `metadata_dir`, if there is one.
+    async fn read_hint(&self, metadata_dir: &Path) -> Result<Option<Hint>> {
+        for hint in VERSION_HINTS {
+            let text = match self.store.get(&metadata_dir.clone().join(hint)).await {
+                Ok(found) => found.bytes().await?,
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let text = String::from_utf8_lossy(&text).trim().to_string();
+            return Ok(Some(match text.parse::<i64>() {
+                Ok(version) => Hint::Version(version),
+                Err(_) if metadata_file_version(&text).is_some() => Hint::File(text),
+                Err(_) => Hint::Unusable,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// The first of the next versions after `file` that exists (its own naming, then plain;
+    /// `None` for a name without a Hadoop version).
+    async fn next_version(&self, metadata_dir: &Path, file: &Path) -> Result<Option<Path>> {
+        let Some((version, suffix)) = file.filename().and_then(hadoop_version) else {
+            return Ok(None);
+        };
+        let mut suffixes = vec![suffix];
+        if suffix != HADOOP_SUFFIXES[0] {
+            suffixes.push(HADOOP_SUFFIXES[0]);
+        }
+        for suffix in suffixes {
+            let next = child_path(metadata_dir, &format!("v{}{suffix}", version + 1))?;
+            if self.exists(&next).await? {
+                return Ok(Some(next));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn exists(&self, path: &Path) -> Result<bool> {
+        match self.store.head(path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The file `path` when it exists: its bytes when `fetch` (one GET answers both), else
+    /// `Some(None)` after a HEAD.
+    async fn read_if_exists(&self, path: &Path, fetch: bool) -> Result<Option<Option<Bytes>>> {
+        if !fetch {
+            return Ok(self.exists(path).await?.then_some(None));
+        }
+        match self.store.get(path).await {
+            Ok(found) => Ok(Some(Some(found.bytes().await?))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The current metadata file from `hint`: the hinted file and the walk forward from it;
+    /// `None` when the hint names no file that exists (the caller lists the directory).
+    async fn current_from_hint(
+        &self,
+        metadata_dir: &Path,
+        hint: &Hint,
+        fetch: bool,
+    ) -> Result<Option<Current>> {
+        let candidates = match hint {
+            Hint::Version(version) => vec![
+                format!("v{version}.metadata.json"),
+                format!("v{version}.gz.metadata.json"),
+                format!("v{version}.metadata.json.gz"),
+            ],
+            Hint::File(name) => vec![name.clone()],
+            Hint::Unusable => return Ok(None),
+        };
+        let bootstrap = TableIo::new(self.stores.clone(), LocationMap::identity());
+        for (i, name) in candidates.iter().enumerate() {
+            let path = metadata_dir.clone().join(name.as_str());
+            // A file parsed here before needs no read: the walk forward that follows looks for
+            // the next versions (a metadata file removed since, by metadata expiry, is an old
+            // one: the current one is further on).
+            let cached = self.metadata_cache.holds(&bootstrap, &self.url_of(&path));
+            if cached || i > 0 {
+                if cached || self.exists(&path).await? {
+                    return Ok(Some(Current::found(
+                        self.walk_forward(metadata_dir, path).await?,
+                    )));
+                }
+                continue;
+            }
+            // The usual case (Java's and Petrel's plain names): the hinted file read together
+            // with the HEAD of the next version, which a current hint finds absent.
+            let next = plain_successor(metadata_dir, &path)?;
+            let probe = async {
+                match &next {
+                    Some(next) => self.exists(next).await,
+                    None => Ok(false),
+                }
+            };
+            let (read, next_exists) = tokio::join!(self.read_if_exists(&path, fetch), probe);
+            let (read, next_exists) = (read?, next_exists?);
+            let Some(bytes) = read else {
+                continue;
+            };
+            return Ok(Some(match next {
+                Some(next) if next_exists => {
+                    Current::found(self.walk_forward(metadata_dir, next).await?)
+                }
+                _ => Current { path, bytes },
+            }));
+        }
+        // Named a file that is not there (or another naming scheme): list.
+        Ok(None)
+    }
+
+    /// The current metadata file by listing `metadata_dir`: the hint looked up among its files
+    /// (and walked forward), else the highest version.
+    async fn listed_metadata_file(&self, metadata_dir: &Path) -> Result<Option<Path>> {
+        let listing = match self.store.list_with_delimiter(Some(metadata_dir)).await {
             Ok(listing) => listing,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -171,72 +391,15 @@ impl FileSystemCatalog {
             .map(|(_, f)| f.clone()))
     }
 
-    /// The metadata file the first version hint of `metadata_dir` names, when it exists.
-    async fn hinted_metadata_file(&self, metadata_dir: &Path) -> Result<Option<Path>> {
-        for hint in VERSION_HINTS {
-            let text = match self.store.get(&metadata_dir.clone().join(hint)).await {
-                Ok(found) => found.bytes().await?,
-                Err(object_store::Error::NotFound { .. }) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            let text = String::from_utf8_lossy(&text).trim().to_string();
-            let candidates = match text.parse::<i64>() {
-                Ok(version) => vec![
-                    format!("v{version}.metadata.json"),
-                    format!("v{version}.gz.metadata.json"),
-                    format!("v{version}.metadata.json.gz"),
-                ],
-                Err(_) if metadata_file_version(&text).is_some() => vec![text],
-                Err(_) => return Ok(None),
-            };
-            let bootstrap = TableIo::new(self.stores.clone(), LocationMap::identity());
-            for name in candidates {
-                let path = metadata_dir.clone().join(name.as_str());
-                // A file parsed here before needs no `head`: the walk forward that follows
-                // looks for the next versions (a metadata file removed since, by metadata
-                // expiry, is an old one: the current one is further on).
-                if self.metadata_cache.holds(&bootstrap, &self.url_of(&path)) {
-                    return Ok(Some(path));
-                }
-                match self.store.head(&path).await {
-                    Ok(_) => return Ok(Some(path)),
-                    Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            // Named a file that is not there (or another naming scheme): list.
-            return Ok(None);
-        }
-        Ok(None)
-    }
-
     /// From the hinted file `found` (`v{N}…`), the highest consecutive version (Java's
     /// `refresh`), looked up with the found file's naming and then plain (Petrel's commits):
     /// one `head` when the hint is current and the table plain.
     async fn walk_forward(&self, metadata_dir: &Path, found: Path) -> Result<Path> {
-        let Some((mut version, suffix)) = found.filename().and_then(hadoop_version) else {
-            return Ok(found);
-        };
-        let mut suffixes = vec![suffix];
-        if suffix != HADOOP_SUFFIXES[0] {
-            suffixes.push(HADOOP_SUFFIXES[0]);
-        }
         let mut current = found;
-        'versions: loop {
-            for suffix in &suffixes {
-                let next = child_path(metadata_dir, &format!("v{}{suffix}", version + 1))?;
-                match self.store.head(&next).await {
-                    Ok(_) => {
-                        current = next;
-                        version += 1;
-                        continue 'versions;
-                    }
-                    Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            return Ok(current);
+        while let Some(next) = self.next_version(metadata_dir, &current).await? {
+            current = next;
         }
+        Ok(current)
     }
 
     async fn is_table(&self, dir: &Path) -> Result<bool> {
@@ -312,19 +475,35 @@ impl FileSystemCatalog {
         let mut levels = ident.namespace.levels().to_vec();
         levels.push(ident.name.clone());
         let table_dir = self.dir_of(&levels)?;
-        let Some(metadata_file) = self.current_metadata_file(&table_dir).await? else {
+        let Some(current) = self.current_metadata(&table_dir, true).await? else {
             return Err(Error::NotFound(format!(
                 "table {ident} does not exist in warehouse {} (no metadata under {})",
                 self.root,
                 self.url_of(&table_dir.clone().join("metadata"))
             )));
         };
-        let metadata_location = self.url_of(&metadata_file);
-        let bootstrap = TableIo::new(self.stores.clone(), LocationMap::identity());
-        let parsed = self
-            .metadata_cache
-            .read(&bootstrap, &ident.to_string(), &metadata_location)
-            .await?;
+        let metadata_location = self.url_of(&current.path);
+        let parsed = match current.bytes {
+            // Read on the way (its GET told that it exists): parsed here, remembered.
+            Some(bytes) => {
+                let (metadata, refs) =
+                    parse_table_metadata(&ident.to_string(), &metadata_location, &bytes)?;
+                let parsed = ParsedMetadata {
+                    metadata: Arc::new(metadata),
+                    refs: Arc::new(refs),
+                };
+                self.metadata_cache
+                    .insert(&metadata_location, parsed.clone());
+                parsed
+            }
+            None => {
+                let bootstrap = TableIo::new(self.stores.clone(), LocationMap::identity());
+                self.metadata_cache
+                    .read(&bootstrap, &ident.to_string(), &metadata_location)
+                    .await?
+            }
+        };
+        self.known_current.insert(table_dir.clone(), current.path);
         let (metadata, refs) = (parsed.metadata, parsed.refs);
         let io = self.table_io(metadata.location(), &table_dir);
         Ok(LoadedTable::new(
@@ -582,6 +761,7 @@ impl Catalog for FileSystemCatalog {
             Err(e) => return Err(e.into()),
         }
         self.write_version_hint(&metadata_dir, 1).await;
+        self.known_current.insert(table_dir.clone(), path.clone());
         let io = self.table_io(metadata.location(), &table_dir);
         loaded_table(ident, self.url_of(&path), &bytes, io, &self.metadata_cache)
     }
@@ -622,6 +802,7 @@ impl Catalog for FileSystemCatalog {
                 Err(e) => return Err(e.into()),
             }
         }
+        self.known_current.invalidate(&table_dir);
         delete_tree(&self.store, &table_dir).await?;
         if let Some(table) = table {
             // Files under the table's own location, when it is elsewhere (LocationMap maps a
@@ -704,6 +885,7 @@ impl Catalog for FileSystemCatalog {
             }
         }
         self.write_version_hint(&metadata_dir, version).await;
+        self.known_current.insert(table_dir.clone(), path.clone());
         let io = self.table_io(metadata.location(), &table_dir);
         loaded_table(ident, location, &bytes, io, &self.metadata_cache)
     }

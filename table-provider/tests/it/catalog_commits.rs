@@ -465,6 +465,94 @@ async fn filesystem_catalog_sees_another_writers_commit_on_the_next_load() {
     assert_eq!(k(&loaded).as_deref(), Some("4"));
 }
 
+/// The object-store requests of the loads that follow (process-wide counters: nextest runs each
+/// test in its own process).
+fn local_requests() -> petrel_table_provider::io::RequestCounts {
+    petrel_table_provider::io::object_store_requests(petrel_table_provider::io::CountedStore::Local)
+}
+
+/// A table load's requests, which are round trips on an object store: a cold catalog reads the
+/// hint, then the hinted file together with the HEAD of the next version; a warm one reads the
+/// hint together with the HEAD of the version after the one it found, and nothing more when
+/// the hint still names it. Other writers' commits, with or without their hint, are seen.
+#[tokio::test]
+async fn filesystem_catalog_loads_in_few_requests() {
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().to_str().expect("utf8");
+    let (reader, writer) = (
+        FileSystemCatalog::new(root).expect("catalog"),
+        FileSystemCatalog::new(root).expect("catalog"),
+    );
+    let ns = Namespace::new(vec!["db".into()]);
+    writer.create_namespace(&ns, false).await.expect("ns");
+    let ident = TableIdent::new(ns, "t");
+    let location = writer.default_table_location(&ident).await.expect("loc");
+    let v1 = writer
+        .create_table(&ident, new_metadata(&location))
+        .await
+        .expect("create");
+    let v2 = writer
+        .commit_table(&v1, with_properties(&v1, &[("k", "2")]))
+        .await
+        .expect("commit");
+    let k = |t: &LoadedTable| t.metadata().properties().get("k").cloned();
+    // (GETs, HEADs) of one load, and the table it loaded.
+    let load = || async {
+        let before = local_requests();
+        let table = reader.load_table(&ident).await.expect("load");
+        let made = local_requests().since(&before);
+        assert_eq!(
+            made.total(),
+            made.get + made.head,
+            "only GETs and HEADs: {made:?}"
+        );
+        ((made.get, made.head), table)
+    };
+
+    // Cold: the hint; v2 (GET) and v3 (HEAD) at once.
+    let (made, loaded) = load().await;
+    assert_eq!(made, (2, 1));
+    assert_eq!(loaded.metadata_location(), v2.metadata_location());
+    assert_eq!(k(&loaded).as_deref(), Some("2"));
+    // Warm: the hint and v3 (HEAD) at once.
+    let (made, loaded) = load().await;
+    assert_eq!(made, (1, 1));
+    assert_eq!(loaded.metadata_location(), v2.metadata_location());
+
+    // Another writer's commit with its hint: the hint and v3 (HEAD, found) at once, then v3
+    // (GET) and v4 (HEAD) at once.
+    let v3 = writer
+        .commit_table(&v2, with_properties(&v2, &[("k", "3")]))
+        .await
+        .expect("commit");
+    let (made, loaded) = load().await;
+    assert_eq!(made, (2, 2));
+    assert_eq!(loaded.metadata_location(), v3.metadata_location());
+    assert_eq!(k(&loaded).as_deref(), Some("3"));
+    let (made, _) = load().await;
+    assert_eq!(made, (1, 1));
+
+    // A commit whose hint was never written: the hint (3) and v4 (HEAD, found) at once, then
+    // v5 (HEAD) and v4 (GET).
+    let hint = local(&format!("{location}/metadata/version-hint.text"));
+    let v4 = writer
+        .commit_table(&v3, with_properties(&v3, &[("k", "4")]))
+        .await
+        .expect("commit");
+    std::fs::write(&hint, "3").expect("stale hint");
+    let (made, loaded) = load().await;
+    assert_eq!(made, (2, 2));
+    assert_eq!(loaded.metadata_location(), v4.metadata_location());
+    assert_eq!(k(&loaded).as_deref(), Some("4"));
+
+    // A hint older than the version found last: read as a cold load reads it (v2 is parsed
+    // here: no GET; HEADs of v3, v4, v5 in turn), besides the HEAD of v5 with the hint.
+    std::fs::write(&hint, "2").expect("older hint");
+    let (made, loaded) = load().await;
+    assert_eq!(made, (1, 4));
+    assert_eq!(loaded.metadata_location(), v4.metadata_location());
+}
+
 /// The Python of the repository's virtualenv (PETREL_PYTHON overrides it).
 fn python() -> PathBuf {
     if let Some(py) = std::env::var_os("PETREL_PYTHON") {

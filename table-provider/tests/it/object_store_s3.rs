@@ -311,11 +311,88 @@ async fn a_vanished_server_fails_queries_clearly() {
     );
 }
 
+/// Milliseconds of a duration.
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The nearest-rank `q` quantile of sorted `values`.
+fn quantile<T: Copy>(sorted: &[T], q: f64) -> T {
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// One query planned (SQL to physical plan) then run: (planning time, planning requests, scan
+/// time, scan requests); asserts the count of rows.
+async fn plan_and_scan(
+    ctx: &datafusion::prelude::SessionContext,
+    kind: CountedStore,
+    rows: i64,
+) -> (Duration, u64, Duration, u64) {
+    let sql = "SELECT sum(length(payload)), count(id) FROM iceberg.db.t";
+    let before = object_store_requests(kind);
+    let started = Instant::now();
+    let plan = ctx
+        .sql(sql)
+        .await
+        .expect("sql")
+        .create_physical_plan()
+        .await
+        .expect("plan");
+    let planning = started.elapsed();
+    let planned = object_store_requests(kind);
+    let started = Instant::now();
+    let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx())
+        .await
+        .expect("scan");
+    let scan = started.elapsed();
+    let scan_requests = object_store_requests(kind).since(&planned).total();
+    let count = batches[0]
+        .column(1)
+        .as_any()
+        .downcast_ref::<arrow::array::Int64Array>()
+        .expect("count")
+        .value(0);
+    assert_eq!(count, rows);
+    (
+        planning,
+        planned.since(&before).total(),
+        scan,
+        scan_requests,
+    )
+}
+
+/// Medians of runs of [`plan_and_scan`]: planning ms, planning requests, scan ms, scan requests.
+fn medians(runs: &[(Duration, u64, Duration, u64)]) -> (f64, u64, f64, u64) {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        quantile(&v, 0.5)
+    };
+    let median_u = |mut v: Vec<u64>| {
+        v.sort();
+        quantile(&v, 0.5)
+    };
+    (
+        median(runs.iter().map(|r| ms(r.0)).collect()),
+        median_u(runs.iter().map(|r| r.1).collect()),
+        median(runs.iter().map(|r| ms(r.2)).collect()),
+        median_u(runs.iter().map(|r| r.3).collect()),
+    )
+}
+
 /// The S3 latency benchmark (`scripts/bench-s3.sh`; ignored in normal runs): a table of
 /// `PETREL_S3_BENCH_INSERTS` appends (default 20) × 5 partitions written once locally and once
-/// on moto behind `scripts/delay-proxy.py` (20 ms per request), then with a fresh catalog
-/// (cold caches) per run: planning (SQL to physical plan) and a full scan, wall time and object
-/// store requests, medians of 5 runs.
+/// on moto behind `scripts/delay-proxy.py` (20 ms per request), then:
+///
+/// - cold: a fresh catalog and session per run (cold metadata, manifest and footer caches);
+///   warm: one catalog and session, after one run (what a server sees) — planning (SQL to
+///   physical plan) and a full scan, wall time and object-store requests, and a table load
+///   alone (catalog call only), medians of 5 runs; on the local table, on the S3 table with
+///   moto answering directly (its own cost) and behind the proxy;
+/// - point queries (`SELECT * … WHERE id = k`, 50 keys, warm catalogs) on the same S3 table
+///   through a filesystem catalog over `s3://` and through a REST catalog (rustberg, the table
+///   registered by its metadata file, its API behind a delay proxy of the same delay; rustberg
+///   reads moto directly), plus the local table for reference: p50 and p99.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: scripts/bench-s3.sh"]
 async fn s3_latency_bench() {
@@ -340,12 +417,23 @@ async fn s3_latency_bench() {
         let stores = StoreRegistry::with_properties(props).expect("config");
         Arc::new(FileSystemCatalog::with_stores(root, stores).expect("catalog")) as Arc<dyn Catalog>
     };
+    let s3_name = format!("S3 + {delay_ms} ms");
     let setups = [
         ("local", local_root.clone(), moto.properties()),
-        ("s3+20ms", "s3://bench/warehouse".to_string(), slow.clone()),
+        (
+            "S3 without delay",
+            "s3://bench/warehouse".to_string(),
+            moto.properties(),
+        ),
+        (
+            s3_name.as_str(),
+            "s3://bench/warehouse".to_string(),
+            slow.clone(),
+        ),
     ];
-    // Write the same table to both (writes go straight to moto, not through the proxy).
-    for (_, root, _) in &setups {
+    // Write the same table locally and on S3 (writes go straight to moto, not through the
+    // proxy).
+    for (_, root, _) in &setups[..2] {
         let catalog = make(root, &moto.properties());
         catalog
             .create_namespace(&Namespace::new(vec!["db".into()]), false)
@@ -373,52 +461,211 @@ async fn s3_latency_bench() {
         }
     }
     let rows = (inserts * 500) as i64;
-    println!("| warehouse | planning ms | planning requests | full scan ms | full scan requests |");
-    println!("|---|---:|---:|---:|---:|");
-    for (name, root, props) in &setups {
-        let kind = if name.starts_with("s3") {
+    let kind_of = |name: &str| {
+        if name.starts_with("S3") {
             CountedStore::Remote
         } else {
             CountedStore::Local
-        };
-        let mut plans = Vec::new();
-        let mut scans = Vec::new();
-        let (mut plan_requests, mut scan_requests) = (0, 0);
+        }
+    };
+    println!(
+        "\n| warehouse | caches | planning ms | planning requests | table load alone ms | \
+         full scan ms | full scan requests |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    let mut planning = std::collections::HashMap::new();
+    let ident = petrel_table_provider::TableIdent::new(Namespace::new(vec!["db".into()]), "t");
+    for (name, root, props) in &setups {
+        let kind = kind_of(name);
+        let mut cold = Vec::new();
+        let mut cold_loads = Vec::new();
         for _ in 0..5 {
             let ctx = session(vec![("iceberg", make(root, props))]);
-            let sql = "SELECT sum(length(payload)), count(id) FROM iceberg.db.t";
-            let before = object_store_requests(kind);
+            cold.push(plan_and_scan(&ctx, kind, rows).await);
+            // The table load alone, on another fresh catalog.
+            let catalog = make(root, props);
             let started = Instant::now();
-            let plan = ctx
-                .sql(sql)
+            catalog.load_table(&ident).await.expect("load");
+            cold_loads.push(ms(started.elapsed()));
+        }
+        let catalog = make(root, props);
+        let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+        plan_and_scan(&ctx, kind, rows).await;
+        let mut warm = Vec::new();
+        let mut warm_loads = Vec::new();
+        for _ in 0..5 {
+            warm.push(plan_and_scan(&ctx, kind, rows).await);
+            let started = Instant::now();
+            catalog.load_table(&ident).await.expect("load");
+            warm_loads.push(ms(started.elapsed()));
+        }
+        for (caches, runs, mut loads) in [("cold", &cold, cold_loads), ("warm", &warm, warm_loads)]
+        {
+            let (plan_ms, plan_requests, scan_ms, scan_requests) = medians(runs);
+            loads.sort_by(f64::total_cmp);
+            let load_ms = quantile(&loads, 0.5);
+            planning.insert((name.to_string(), caches), plan_ms);
+            println!(
+                "| {name} | {caches} | {plan_ms:.1} | {plan_requests} | {load_ms:.1} | \
+                 {scan_ms:.1} | {scan_requests} |"
+            );
+        }
+    }
+    for caches in ["cold", "warm"] {
+        let (s3, local) = (
+            planning[&(s3_name.clone(), caches)],
+            planning[&("local".to_string(), caches)],
+        );
+        println!(
+            "\nPlanning, {caches}: {s3_name} ÷ local = {:.2}×",
+            s3 / local
+        );
+    }
+
+    point_queries(&moto, &slow, delay_ms, &local_root, rows).await;
+}
+
+/// The point-query part of [`s3_latency_bench`]: the S3 table through a filesystem catalog and
+/// through rustberg (skipped, with the reason printed, when rustberg is not installed).
+async fn point_queries(
+    moto: &Moto,
+    slow: &std::collections::HashMap<String, String>,
+    delay_ms: u64,
+    local_root: &str,
+    rows: i64,
+) {
+    use common::rustberg::{API_KEY, Rustberg};
+    use petrel_table_provider::{RestCatalog, RestCatalogConfig, TableIdent};
+
+    let fs_catalog = |root: &str, props: &std::collections::HashMap<String, String>| {
+        let stores = StoreRegistry::with_properties(props).expect("config");
+        Arc::new(FileSystemCatalog::with_stores(root, stores).expect("catalog")) as Arc<dyn Catalog>
+    };
+    let s3_fs = fs_catalog("s3://bench/warehouse", slow);
+    let db = Namespace::new(vec!["db".into()]);
+    let ident = TableIdent::new(db.clone(), "t");
+    let metadata_location = s3_fs
+        .load_table(&ident)
+        .await
+        .expect("the S3 table")
+        .metadata_location()
+        .to_string();
+    let mut catalogs: Vec<(String, CountedStore, Arc<dyn Catalog>)> = vec![
+        (
+            "filesystem, local".into(),
+            CountedStore::Local,
+            fs_catalog(local_root, &moto.properties()),
+        ),
+        (
+            format!("filesystem over s3:// (+ {delay_ms} ms)"),
+            CountedStore::Remote,
+            s3_fs,
+        ),
+    ];
+    // rustberg's own S3 requests go to moto directly (a catalog beside its storage); Petrel's
+    // requests to it pass a delay proxy as its S3 requests do.
+    let storage = format!(
+        r#"[storage.properties]
+"s3.endpoint" = "{endpoint}"
+"s3.path-style-access" = "true"
+"s3.region" = "us-east-1"
+"s3.access-key-id" = "env:RUSTBERG_S3_KEY"
+"s3.secret-access-key" = "env:RUSTBERG_S3_SECRET"
+"#,
+        endpoint = moto.endpoint
+    );
+    let env = [
+        ("RUSTBERG_S3_KEY", moto.access_key.as_str()),
+        ("RUSTBERG_S3_SECRET", moto.secret_key.as_str()),
+    ];
+    let server = Rustberg::start_with(
+        Some("s3://bench/warehouse"),
+        "location_scope = \"warehouse\"",
+        &storage,
+        &env,
+        None,
+    );
+    let rest_proxy = server
+        .as_ref()
+        .map(|server| common::moto::DelayProxy::start_at(&server.uri, delay_ms));
+    if let Some(rest_proxy) = &rest_proxy {
+        let mut config = RestCatalogConfig::new("iceberg", &rest_proxy.endpoint);
+        config.token = Some(API_KEY.to_string());
+        // Petrel's own S3 settings (the proxy), no vended keys.
+        config.vended_credentials = false;
+        let stores = StoreRegistry::with_properties(slow).expect("config");
+        let rest = RestCatalog::connect(config, stores)
+            .await
+            .expect("connect to rustberg");
+        rest.create_namespace(&db, false).await.expect("namespace");
+        rest.register_table(&ident, &metadata_location)
+            .await
+            .expect("register the S3 table");
+        catalogs.push((
+            format!("REST (rustberg, + {delay_ms} ms) over s3:// (+ {delay_ms} ms)"),
+            CountedStore::Remote,
+            Arc::new(rest),
+        ));
+    }
+    let contexts: Vec<_> = catalogs
+        .iter()
+        .map(|(_, _, catalog)| session(vec![("iceberg", Arc::clone(catalog))]))
+        .collect();
+    let point = |ctx: &datafusion::prelude::SessionContext, k: i64| {
+        let ctx = ctx.clone();
+        async move {
+            let sql = format!("SELECT * FROM iceberg.db.t WHERE id = {k}");
+            let started = Instant::now();
+            let batches = ctx
+                .sql(&sql)
                 .await
                 .expect("sql")
-                .create_physical_plan()
+                .collect()
                 .await
-                .expect("plan");
-            plans.push(started.elapsed());
-            let planned = object_store_requests(kind);
-            plan_requests = planned.since(&before).total();
-            let started = Instant::now();
-            let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx())
-                .await
-                .expect("scan");
-            scans.push(started.elapsed());
-            scan_requests = object_store_requests(kind).since(&planned).total();
-            let count = batches[0]
-                .column(1)
-                .as_any()
-                .downcast_ref::<arrow::array::Int64Array>()
-                .expect("count")
-                .value(0);
-            assert_eq!(count, rows);
+                .expect("point query");
+            let took = started.elapsed();
+            let found: usize = batches.iter().map(|b| b.num_rows()).sum();
+            assert_eq!(found, 1, "{sql}");
+            let shown = arrow::util::pretty::pretty_format_batches(&batches)
+                .expect("format")
+                .to_string();
+            assert!(shown.contains(&format!("payload-{k} ")), "{sql}: {shown}");
+            took
         }
-        plans.sort();
-        scans.sort();
+    };
+    // Warm: each catalog has loaded the table, planned and read a file before.
+    for ctx in &contexts {
+        for k in [0, rows / 2, rows - 1] {
+            point(ctx, k).await;
+        }
+    }
+    const QUERIES: i64 = 50;
+    let mut times = vec![Vec::new(); contexts.len()];
+    let mut requests = vec![Vec::new(); contexts.len()];
+    for i in 0..QUERIES {
+        let k = (i * 7919 + 13) % rows;
+        for (c, ctx) in contexts.iter().enumerate() {
+            let before = object_store_requests(catalogs[c].1);
+            times[c].push(point(ctx, k).await);
+            requests[c].push(object_store_requests(catalogs[c].1).since(&before).total());
+        }
+    }
+    println!(
+        "\nPoint queries, {QUERIES} keys, warm catalogs:\n\n\
+         | catalog | p50 ms | p99 ms | object-store requests (median) |"
+    );
+    println!("|---|---:|---:|---:|");
+    for (c, (name, _, _)) in catalogs.iter().enumerate() {
+        times[c].sort();
+        requests[c].sort();
         println!(
-            "| {name} | {:.1} | {plan_requests} | {:.1} | {scan_requests} |",
-            plans[2].as_secs_f64() * 1000.0,
-            scans[2].as_secs_f64() * 1000.0
+            "| {name} | {:.1} | {:.1} | {} |",
+            ms(quantile(&times[c], 0.5)),
+            ms(quantile(&times[c], 0.99)),
+            quantile(&requests[c], 0.5)
         );
+    }
+    if server.is_none() {
+        println!("\n(REST: skipped, rustberg is not installed; see above)");
     }
 }

@@ -283,7 +283,8 @@ pub async fn upload_dir(from: &Path, store: &Arc<dyn ObjectStore>, to: &ObjectPa
     count
 }
 
-/// `scripts/delay-proxy.py` in front of a moto server: every request waits `delay_ms` first.
+/// `scripts/delay-proxy.py` in front of a moto server (or another HTTP server on 127.0.0.1):
+/// every request waits `delay_ms` first.
 pub struct DelayProxy {
     child: Child,
     /// `http://127.0.0.1:PORT` of the proxy.
@@ -293,8 +294,13 @@ pub struct DelayProxy {
 impl DelayProxy {
     /// Starts the proxy for `moto`.
     pub fn start(moto: &Moto, delay_ms: u64) -> Self {
+        Self::start_at(&moto.endpoint, delay_ms)
+    }
+
+    /// Starts the proxy for any HTTP server on 127.0.0.1 (`http://127.0.0.1:PORT`).
+    pub fn start_at(endpoint: &str, delay_ms: u64) -> Self {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/delay-proxy.py");
-        let target = moto.endpoint.rsplit(':').next().expect("port").to_string();
+        let target = endpoint.rsplit(':').next().expect("port").to_string();
         let port = free_port();
         let mut child = Command::new(venv().join("bin/python"))
             .arg(script)

@@ -3,8 +3,13 @@
 //! [`TableIo`] reads a table's files by their *logical* path (as the metadata wrote it),
 //! mapping it to the physical location through the table's [`LocationMap`]. Plans keep
 //! logical paths; only this module knows where bytes really are.
+//!
+//! Each remote store is wrapped: its requests are counted (`request_counts`), and an S3
+//! store signed with renewable credentials (a REST catalog's vended keys) sends a request
+//! refused for expired or invalid keys once more with new ones (`renewing_store`).
 
 mod location;
+mod renewing_store;
 mod request_counts;
 mod store_config;
 
@@ -20,10 +25,12 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 pub use location::{LocationMap, ObjectLocation, child_path, normalize_location, object_location};
+pub use renewing_store::{REFUSED_CREDENTIALS, RenewableCredentials, refused_credentials};
 pub use request_counts::{CountedStore, RequestCounts, object_store_requests};
 pub use store_config::{MAX_RETRIES, RETRY_TIMEOUT, StoreConfig, StoreKind};
 
 use crate::error::{Error, Result};
+use renewing_store::RenewingStore;
 use request_counts::CountingStore;
 
 /// How often [`TableIo::create`] tries a create that failed in transit.
@@ -129,6 +136,15 @@ impl StoreRegistry {
             self.config.build(kind, scheme, authority)?,
             CountedStore::Remote,
         );
+        // Outside the counting: a request sent once more counts twice.
+        let store = match (kind, self.config.renewable_s3()) {
+            (StoreKind::S3, Some(credentials)) => RenewingStore::wrap(
+                store,
+                Arc::clone(credentials),
+                self.store_name(scheme, authority),
+            ),
+            _ => store,
+        };
         buckets.insert(key, Arc::clone(&store));
         Ok(store)
     }
@@ -156,7 +172,12 @@ impl StoreRegistry {
         else {
             return location.to_string();
         };
-        match (StoreKind::of_scheme(&scheme), self.endpoint()) {
+        self.store_name(&scheme, &authority)
+    }
+
+    /// `scheme://authority`, and the endpoint of an S3 store when one is configured.
+    fn store_name(&self, scheme: &str, authority: &str) -> String {
+        match (StoreKind::of_scheme(scheme), self.endpoint()) {
             (Some(StoreKind::S3), Some(endpoint)) => {
                 format!("{scheme}://{authority} at {endpoint}")
             }

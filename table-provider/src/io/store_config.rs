@@ -19,11 +19,13 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, AwsCredentialProvider};
+use object_store::CredentialProvider;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey, AwsCredential, AwsCredentialProvider};
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
 use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::{BackoffConfig, ClientConfigKey, ObjectStore, RetryConfig};
 
+use super::renewing_store::RenewableCredentials;
 use crate::error::{Error, Result};
 
 /// Requests that fail with a retryable error (5xx, connection reset, timeout) are retried at
@@ -68,6 +70,9 @@ pub struct StoreConfig {
     /// Where S3 credentials come from when they change over time (a REST catalog's vended
     /// credentials, refreshed before they expire); over any keys set above.
     s3_credentials: Option<AwsCredentialProvider>,
+    /// The same provider when it can replace keys S3 refused (see
+    /// [`super::renewing_store`]).
+    renewable_s3: Option<Arc<dyn RenewableCredentials>>,
 }
 
 impl fmt::Debug for StoreConfig {
@@ -81,6 +86,7 @@ impl fmt::Debug for StoreConfig {
                 &self.azure.iter().map(|(k, _)| k).collect::<Vec<_>>(),
             )
             .field("s3_credentials", &self.s3_credentials.is_some())
+            .field("renewable_s3", &self.renewable_s3.is_some())
             .finish()
     }
 }
@@ -146,6 +152,7 @@ impl StoreConfig {
         merged.azure.extend(other.azure.iter().cloned());
         if let Some(provider) = &other.s3_credentials {
             merged.s3_credentials = Some(Arc::clone(provider));
+            merged.renewable_s3 = other.renewable_s3.clone();
         }
         merged
     }
@@ -154,7 +161,24 @@ impl StoreConfig {
     /// signed), whatever keys the settings hold.
     pub fn with_s3_credentials(mut self, provider: AwsCredentialProvider) -> Self {
         self.s3_credentials = Some(provider);
+        self.renewable_s3 = None;
         self
+    }
+
+    /// [`Self::with_s3_credentials`] with a provider that replaces keys S3 refuses: a request
+    /// refused because its keys expired or are invalid is sent once more with new ones.
+    pub fn with_renewable_s3_credentials<P>(mut self, provider: Arc<P>) -> Self
+    where
+        P: CredentialProvider<Credential = AwsCredential> + RenewableCredentials + 'static,
+    {
+        self.s3_credentials = Some(Arc::clone(&provider) as AwsCredentialProvider);
+        self.renewable_s3 = Some(provider as Arc<dyn RenewableCredentials>);
+        self
+    }
+
+    /// The S3 credentials that are replaced when refused, if any.
+    pub(super) fn renewable_s3(&self) -> Option<&Arc<dyn RenewableCredentials>> {
+        self.renewable_s3.as_ref()
     }
 
     /// The S3 endpoint these settings name (`s3.endpoint`), if any.

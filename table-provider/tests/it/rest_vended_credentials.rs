@@ -9,8 +9,9 @@
 //! bucket. With a short max age, a table kept loaded fetches new keys by reloading the table.
 //!
 //! Keys that really expire: moto (5.2.5) never checks the expiry of STS session keys, so
-//! [`vended_keys_that_expire_are_replaced_and_queries_go_on`] runs moto with a patch that
-//! refuses them after it, as AWS does (`common::moto`, `Moto::start_with_auth_and_expiry`).
+//! [`vended_keys_that_expire_are_replaced_and_queries_go_on`] and
+//! [`keys_refused_again_after_a_refresh_give_one_error`] run moto with a patch that refuses
+//! them after it, as AWS does (`common::moto`, `Moto::start_with_auth_and_expiry`).
 
 use crate::common;
 
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 use common::moto::Moto;
 use common::rustberg::{API_KEY, Rustberg};
 use common::{query, run_ddl, session, sorted_rows};
-use petrel_table_provider::io::{StoreConfig, StoreRegistry};
+use petrel_table_provider::io::{CountedStore, StoreConfig, StoreRegistry, object_store_requests};
 use petrel_table_provider::{Catalog, Namespace, RestCatalog, RestCatalogConfig, TableIdent};
 
 const BUCKET: &str = "vended";
@@ -35,10 +36,15 @@ fn servers() -> Option<(Moto, Rustberg)> {
 
 /// Petrel's store settings for the catalog: moto's endpoint, a key moto does not know.
 fn wrong_key_stores(moto: &Moto) -> StoreRegistry {
+    key_stores(moto, "AKIAPETRELWRONGKEY00", "not-a-secret-moto-knows")
+}
+
+/// Store settings for moto's endpoint with the key pair `key`, `secret`.
+fn key_stores(moto: &Moto, key: &str, secret: &str) -> StoreRegistry {
     let settings: HashMap<String, String> = [
         ("s3.endpoint", moto.endpoint.as_str()),
-        ("s3.access-key-id", "AKIAPETRELWRONGKEY00"),
-        ("s3.secret-access-key", "not-a-secret-moto-knows"),
+        ("s3.access-key-id", key),
+        ("s3.secret-access-key", secret),
         ("s3.path-style-access", "true"),
         ("client.region", "us-east-1"),
     ]
@@ -178,21 +184,20 @@ except botocore.exceptions.ClientError as e:
 }
 
 /// Vended keys that expire while Petrel uses them. Rustberg vends STS session keys lasting 6 s
-/// (it passes any duration to STS; AWS's shortest is 900 s), and moto refuses them after that
-/// with `ExpiredToken` (moto 5.2.5 itself never checks an STS key's expiry: this moto runs with
-/// the patch of `Moto::start_with_auth_and_expiry`, which does, as AWS does). A query planned
-/// with keys that then expire runs to the end, a later INSERT and SELECT work, while the keys
-/// another client was vended at the same time are refused, and so are the keys of a Petrel
-/// catalog that keeps them for the default max age: the expiry is enforced, and it is Petrel's
-/// refresh that carries on (its refresh counter moved).
+/// (it passes any duration to STS; AWS's shortest is 900 s) and says nothing about when they
+/// expire (no `s3.session-token-expires-at-ms`), and moto refuses them after that with
+/// `ExpiredToken` (moto 5.2.5 itself never checks an STS key's expiry: this moto runs with the
+/// patch of `Moto::start_with_auth_and_expiry`, which does, as AWS does). Petrel keeps them for
+/// the default max age (10 minutes), far past their expiry, so only the refusal tells it: a
+/// query planned with keys that then expire runs to the end, a table kept loaded reads on
+/// (one refused GET, one fetch of new keys, the GET sent again), and a later INSERT and SELECT
+/// work, while the keys another client was vended at the same time are refused: the expiry is
+/// enforced, and it is Petrel's refresh on refusal that carries on (its refresh counters
+/// moved).
 ///
-/// What this does not prove: rustberg says nothing about when its keys expire (no
-/// `s3.session-token-expires-at-ms`), so Petrel replaces them by age
-/// (`petrel.vended-credentials-max-age-ms`, here 1.5 s, below their lifetime; the default of
-/// 10 minutes is below STS's shortest session). A catalog vending keys shorter-lived than that
-/// age without saying so fails Petrel's reads, as the control shows: Petrel does not fetch new
-/// keys when S3 answers `ExpiredToken`. The expiry-driven path (a vended
-/// `s3.session-token-expires-at-ms`) is covered only by `vended.rs`'s unit tests.
+/// The expiry-driven path (a vended `s3.session-token-expires-at-ms`) is covered by
+/// `vended.rs`'s unit tests; the max-age path by
+/// [`only_the_vended_keys_reach_the_bucket_and_they_are_refreshed`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vended_keys_that_expire_are_replaced_and_queries_go_on() {
     const LIFETIME: Duration = Duration::from_secs(6);
@@ -204,7 +209,8 @@ async fn vended_keys_that_expire_are_replaced_and_queries_go_on() {
     ) else {
         return;
     };
-    let rest = RestCatalog::connect(config(&server, true, Some(1_500)), wrong_key_stores(&moto))
+    // The default max age: keys are used until S3 refuses them.
+    let rest = RestCatalog::connect(config(&server, true, None), wrong_key_stores(&moto))
         .await
         .expect("connect");
     let catalog: Arc<dyn Catalog> = Arc::new(rest.clone());
@@ -217,13 +223,14 @@ async fn vended_keys_that_expire_are_replaced_and_queries_go_on() {
         .expect("insert with the vended keys");
     let ident = TableIdent::new(db.clone(), "t");
 
-    // The control: a catalog keeping its keys for the default max age.
+    // A table kept loaded by another catalog (default max age too).
     let keeping = RestCatalog::connect(config(&server, true, None), wrong_key_stores(&moto))
         .await
         .expect("connect");
     let kept = keeping.load_table(&ident).await.expect("load");
     let metadata = kept.metadata_location().to_string();
     kept.io().read(&metadata).await.expect("fresh keys read");
+    assert_eq!(keeping.vended_credential_refreshes(&ident), 0);
 
     // A query planned now (its table loaded with keys vended now), run after they expire.
     let frame = ctx
@@ -250,13 +257,25 @@ async fn vended_keys_that_expire_are_replaced_and_queries_go_on() {
         "ExpiredToken",
         "the other client's keys, expired"
     );
-    let err = kept
+    let requests = object_store_requests(CountedStore::Remote);
+    let bytes = kept
         .io()
         .read(&metadata)
         .await
-        .expect_err("keys kept past their expiry")
-        .to_string();
-    assert!(err.contains("ExpiredToken"), "{err}");
+        .expect("keys kept past their expiry are replaced when refused");
+    assert!(!bytes.is_empty());
+    assert_eq!(
+        keeping.vended_credential_refreshes(&ident),
+        1,
+        "one fetch of new keys"
+    );
+    // The refused GET and the GET with the new keys (other tests may add to the counter).
+    assert!(
+        object_store_requests(CountedStore::Remote)
+            .since(&requests)
+            .get
+            >= 2
+    );
 
     let batches = frame
         .collect()
@@ -278,5 +297,86 @@ async fn vended_keys_that_expire_are_replaced_and_queries_go_on() {
     assert_eq!(
         sorted_rows(&ctx, "SELECT id, name FROM iceberg.db.t").await,
         ["[1,\"a\"]", "[2,\"b\"]", "[3,\"c\"]"]
+    );
+}
+
+/// A store that refuses the new keys too: rustberg vends keys that have expired when moto
+/// gets them (a session of 0 s), so each fetch brings keys S3 refuses. A read fails after one
+/// fetch of new keys with one error naming the table, the bucket and S3's code (no loop, no
+/// hang), and a query fails the same way in bounded time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_refused_again_after_a_refresh_give_one_error() {
+    let moto = Moto::start_with_auth_and_expiry(BUCKET);
+    let Some(server) = Rustberg::start_vending_for(&moto, &format!("s3://{BUCKET}/wh"), 0) else {
+        return;
+    };
+    // Rows written with moto's own key pair (no vending).
+    let writer = RestCatalog::connect(
+        config(&server, false, None),
+        key_stores(&moto, &moto.access_key, &moto.secret_key),
+    )
+    .await
+    .expect("connect");
+    let db = Namespace::new(vec!["db".into()]);
+    writer.create_namespace(&db, false).await.expect("db");
+    let ctx = session(vec![("iceberg", Arc::new(writer) as Arc<dyn Catalog>)]);
+    run_ddl(&ctx, "CREATE TABLE iceberg.db.t (id BIGINT, name STRING)").await;
+    query(&ctx, "INSERT INTO iceberg.db.t VALUES (1, 'a'), (2, 'b')")
+        .await
+        .expect("insert with moto's own key pair");
+
+    let rest = RestCatalog::connect(config(&server, true, None), wrong_key_stores(&moto))
+        .await
+        .expect("connect");
+    let ident = TableIdent::new(db.clone(), "t");
+    let table = rest.load_table(&ident).await.expect("load");
+    let err = tokio::time::timeout(
+        Duration::from_secs(60),
+        table.io().read(table.metadata_location()),
+    )
+    .await
+    .expect("no hang")
+    .expect_err("every key vended is refused")
+    .to_string();
+    assert!(
+        err.contains("table db.t of REST catalog iceberg"),
+        "names the table: {err}"
+    );
+    assert!(
+        err.contains(&format!("s3://{BUCKET} at {}", moto.endpoint)),
+        "names the store: {err}"
+    );
+    assert!(
+        err.contains("refused (ExpiredToken), and so were the new ones"),
+        "{err}"
+    );
+    assert_eq!(
+        rest.vended_credential_refreshes(&ident),
+        1,
+        "one fetch of new keys, not a loop"
+    );
+
+    let ctx = session(vec![(
+        "iceberg",
+        Arc::new(rest.clone()) as Arc<dyn Catalog>,
+    )]);
+    let err = tokio::time::timeout(
+        Duration::from_secs(60),
+        query(&ctx, "SELECT id, name FROM iceberg.db.t"),
+    )
+    .await
+    .expect("no hang")
+    .expect_err("every key vended is refused")
+    .to_string();
+    assert!(err.contains("db.t"), "names the table: {err}");
+    assert!(
+        err.contains(&format!("s3://{BUCKET}")),
+        "names the bucket: {err}"
+    );
+    assert!(err.contains("ExpiredToken"), "{err}");
+    let refreshes = rest.vended_credential_refreshes(&ident);
+    assert!(
+        (2..=4).contains(&refreshes),
+        "a fetch per refused request at most: {refreshes}"
     );
 }

@@ -23,7 +23,8 @@
 //! properties (catalog properties, then `LoadTableResult.config`, then the matching
 //! `storage-credentials`) choose the object stores its files are read through, layered over
 //! the catalog's own store settings. Vended S3 keys are [`vended`]'s: one store per table,
-//! its keys replaced before they expire.
+//! its keys replaced before they expire, and when S3 refuses them as expired or invalid (the
+//! refused request is then sent once more with the new keys).
 
 mod auth;
 mod client;
@@ -283,7 +284,7 @@ impl RestCatalog {
             ));
             config = config
                 .clone()
-                .with_s3_credentials(Arc::clone(&provider) as _);
+                .with_renewable_s3_credentials(Arc::clone(&provider));
             provider
         });
         let stores = StoreRegistry::new(config);
@@ -347,7 +348,8 @@ impl RestCatalog {
         self.client().decode(&reply, &what)
     }
 
-    /// The table's stores, for tests: how often its vended keys were refreshed.
+    /// The table's stores, for tests: how often its vended keys were fetched again (about to
+    /// expire, or refused by the store).
     pub fn vended_credential_refreshes(&self, ident: &TableIdent) -> u64 {
         let table = ident.to_string();
         self.inner

@@ -9,6 +9,14 @@
 //! [`DEFAULT_MAX_AGE`] (catalogs that vend STS credentials without an expiry, such as
 //! rustberg, vend at least 15 minutes: STS's shortest session). A table load that brings
 //! new keys hands them over too, so a table read often never needs a refresh of its own.
+//!
+//! Keys can expire sooner than that (a catalog vending keys shorter-lived than the max age
+//! without saying so, keys revoked): the provider is also [`RenewableCredentials`], so the
+//! table's S3 store (`io::renewing_store`) reports a request refused for its keys (S3
+//! `ExpiredToken`, `InvalidAccessKeyId`, `InvalidToken`, `TokenRefreshRequired`); the keys it
+//! was signed with are then due at once, fetched again by one table load shared by the
+//! requests waiting for them, and the refused request is sent once more with the new keys. A
+//! second refusal is the request's error, naming the table and the store.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -22,6 +30,7 @@ use object_store::CredentialProvider;
 use object_store::aws::AwsCredential;
 
 use crate::error::{Error, Result};
+use crate::io::RenewableCredentials;
 
 /// The property keys of a vended S3 credential (Iceberg's S3FileIO names).
 pub(super) const ACCESS_KEY_ID: &str = "s3.access-key-id";
@@ -99,11 +108,17 @@ impl Vended {
     }
 }
 
+/// The keys in use, and which keys they are (one more each time they are replaced).
+struct Current {
+    vended: Vended,
+    generation: u64,
+}
+
 /// The credential provider of one table's S3 store.
 pub(super) struct VendedS3Credentials {
     table: String,
     catalog: String,
-    current: Mutex<Vended>,
+    current: Mutex<Current>,
     /// Held while fetching, so that concurrent requests wait for one refresh.
     refreshing: tokio::sync::Mutex<()>,
     refresh: Refresh,
@@ -131,7 +146,10 @@ impl VendedS3Credentials {
         Self {
             table: table.to_string(),
             catalog: catalog.to_string(),
-            current: Mutex::new(vended),
+            current: Mutex::new(Current {
+                vended,
+                generation: 0,
+            }),
             refreshing: tokio::sync::Mutex::new(()),
             refresh,
             max_age,
@@ -141,10 +159,12 @@ impl VendedS3Credentials {
 
     /// Takes keys vended by a newer table load.
     pub(super) fn offer(&self, vended: Vended) {
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = vended;
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        current.vended = vended;
+        current.generation += 1;
     }
 
-    /// How often the keys were fetched because they were about to expire.
+    /// How often the keys were fetched again: about to expire, or refused by the store.
     pub(super) fn refreshes(&self) -> u64 {
         self.refreshes.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -152,7 +172,7 @@ impl VendedS3Credentials {
     /// The current keys when they need no refresh yet.
     fn fresh(&self) -> Option<Arc<AwsCredential>> {
         let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        (Instant::now() < current.refresh_at).then(|| Arc::clone(&current.credential))
+        (Instant::now() < current.vended.refresh_at).then(|| Arc::clone(&current.vended.credential))
     }
 
     async fn refreshed(&self) -> Result<Arc<AwsCredential>> {
@@ -179,6 +199,27 @@ impl VendedS3Credentials {
         self.refreshes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(credential)
+    }
+}
+
+impl RenewableCredentials for VendedS3Credentials {
+    fn generation(&self) -> u64 {
+        self.current
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .generation
+    }
+
+    fn refused(&self, generation: u64) {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        // Keys replaced since the request was signed are not the ones refused.
+        if current.generation == generation {
+            current.vended.refresh_at = Instant::now();
+        }
+    }
+
+    fn holder(&self) -> String {
+        format!("table {} of REST catalog {}", self.table, self.catalog)
     }
 }
 
@@ -290,6 +331,27 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[tokio::test]
+    async fn refused_keys_are_fetched_again_once_and_older_refusals_are_ignored() {
+        let vended = Vended::from_properties("ns.t", &props(&keys("first")), DEFAULT_MAX_AGE)
+            .unwrap()
+            .unwrap();
+        let p = provider(vended, vec![props(&keys("second")), props(&keys("third"))]);
+        let refused = p.generation();
+        assert_eq!(p.get_credential().await.unwrap().key_id, "first");
+        p.refused(refused);
+        // Two requests refused with the same keys: one fetch.
+        p.refused(refused);
+        assert_eq!(p.get_credential().await.unwrap().key_id, "second");
+        assert_eq!(p.refreshes(), 1);
+        // A refusal of keys replaced since changes nothing.
+        p.refused(refused);
+        assert_eq!(p.get_credential().await.unwrap().key_id, "second");
+        assert_eq!(p.refreshes(), 1);
+        assert_ne!(p.generation(), refused);
+        assert_eq!(p.holder(), "table ns.t of REST catalog c");
     }
 
     #[tokio::test]

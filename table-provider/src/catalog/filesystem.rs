@@ -750,7 +750,7 @@ impl Catalog for FileSystemCatalog {
         let bytes = encode_table_metadata(&ident.to_string(), &metadata)?;
         let metadata_dir = child_path(&table_dir, "metadata")?;
         let path = child_path(&metadata_dir, "v1.metadata.json")?;
-        match put_new(&self.store, &path, &bytes).await {
+        match put_new(&self.store, &path, Bytes::copy_from_slice(&bytes)).await {
             Ok(()) => {}
             Err(object_store::Error::AlreadyExists { .. }) => {
                 return Err(Error::AlreadyExists(format!(
@@ -840,7 +840,7 @@ impl Catalog for FileSystemCatalog {
         let path = child_path(&metadata_dir, &format!("v{version}.metadata.json"))?;
         let location = self.url_of(&path);
         let bytes = encode_table_metadata(&table, &metadata)?;
-        match put_new(&self.store, &path, &bytes).await {
+        match put_new(&self.store, &path, Bytes::copy_from_slice(&bytes)).await {
             Ok(()) => {}
             Err(object_store::Error::AlreadyExists { .. }) => {
                 return Err(Error::CommitConflict {

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::TableMetadata;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::metadata_file::{MetadataCache, ParsedMetadata, parse_table_metadata};
 use super::{LoadedTable, TableIdent};
 use crate::error::{Error, Result};
+pub(super) use crate::io::put_new;
 use crate::io::{LocationMap, TableIo, normalize_location, object_location};
 
 /// Iceberg's `write.metadata.path`: where metadata files go instead of `<location>/metadata`.
@@ -32,40 +33,6 @@ pub(super) fn file_name_of(location: &str) -> Result<String> {
         .filename()
         .map(str::to_string)
         .ok_or_else(|| Error::InvalidArgument(format!("location {location:?} names no file")))
-}
-
-/// Writes `bytes` at `path` only if nothing is there (an atomic exclusive create: the local
-/// store hard-links a staged file; object stores use a conditional put).
-///
-/// An object store retries a request that got a 5xx answer, and the first attempt may have
-/// been carried out: the retry then finds "already exists" although the object is ours. Taking
-/// that for a lost race would make the commit loop apply the same change a second time on top
-/// of itself (an append twice). So on "already exists" the object is read back: the very same
-/// bytes (metadata holds fresh snapshot ids and timestamps, so no other writer makes them) mean
-/// this create succeeded.
-pub(super) async fn put_new(
-    store: &Arc<dyn ObjectStore>,
-    path: &Path,
-    bytes: &[u8],
-) -> object_store::Result<()> {
-    let options = PutOptions {
-        mode: PutMode::Create,
-        ..PutOptions::default()
-    };
-    match store
-        .put_opts(path, PutPayload::from(bytes.to_vec()), options)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(exists @ object_store::Error::AlreadyExists { .. }) => match store.get(path).await {
-            Ok(existing) => match existing.bytes().await {
-                Ok(existing) if existing.as_ref() == bytes => Ok(()),
-                _ => Err(exists),
-            },
-            Err(_) => Err(exists),
-        },
-        Err(e) => Err(e),
-    }
 }
 
 /// Deletes a file this process wrote for a commit that did not happen (best effort: a file
@@ -162,6 +129,7 @@ pub(super) fn moved_table_locations(
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
     use object_store::local::LocalFileSystem;
 
     use super::*;
@@ -171,11 +139,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new());
         let path = Path::from_absolute_path(dir.path().join("v2.metadata.json")).unwrap();
-        put_new(&store, &path, b"ours").await.unwrap();
+        put_new(&store, &path, Bytes::from_static(b"ours"))
+            .await
+            .unwrap();
         // A retried create of the same bytes (the first attempt went through): success.
-        put_new(&store, &path, b"ours").await.unwrap();
+        put_new(&store, &path, Bytes::from_static(b"ours"))
+            .await
+            .unwrap();
         // Another writer's bytes: the race is lost.
-        let lost = put_new(&store, &path, b"theirs").await;
+        let lost = put_new(&store, &path, Bytes::from_static(b"theirs")).await;
         assert!(
             matches!(lost, Err(object_store::Error::AlreadyExists { .. })),
             "{lost:?}"

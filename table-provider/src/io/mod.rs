@@ -36,6 +36,41 @@ use request_counts::CountingStore;
 /// How often [`TableIo::create`] tries a create that failed in transit.
 pub const CREATE_ATTEMPTS: u32 = 3;
 
+/// Writes `bytes` at `path` only if nothing is there (an atomic exclusive create: the local
+/// store hard-links a staged file; object stores use a conditional put).
+///
+/// An object store retries a request that got a 5xx answer, and the first attempt may have
+/// been carried out: the retry then finds "already exists" although the object is ours. Taking
+/// that for a lost race would make the commit loop apply the same change a second time on top
+/// of itself (an append twice). So on "already exists" the object is read back: the very same
+/// bytes (metadata files, manifests and manifest lists hold fresh ids and timestamps, so no
+/// other writer makes them) mean this create succeeded. The catalogs write metadata files with
+/// it, [`TableIo::create`] everything else a commit writes.
+pub async fn put_new(
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+    bytes: Bytes,
+) -> object_store::Result<()> {
+    let options = object_store::PutOptions {
+        mode: object_store::PutMode::Create,
+        ..object_store::PutOptions::default()
+    };
+    match store
+        .put_opts(path, object_store::PutPayload::from(bytes.clone()), options)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(exists @ object_store::Error::AlreadyExists { .. }) => match store.get(path).await {
+            Ok(existing) => match existing.bytes().await {
+                Ok(existing) if existing == bytes => Ok(()),
+                _ => Err(exists),
+            },
+            Err(_) => Err(exists),
+        },
+        Err(e) => Err(e),
+    }
+}
+
 /// Finds the object store serving a location: local files, and S3 (`s3://`, `s3a://`,
 /// `s3n://`), GCS (`gs://`) and Azure (`abfss://`, `wasbs://`) buckets configured by one
 /// [`StoreConfig`]. One store per bucket is built on first use and kept (its connection pool
@@ -253,23 +288,15 @@ impl TableIo {
     /// retry a conditional put once it was sent (a timeout, a cut answer), and when it does
     /// (a dropped connection) the repeat may find the first attempt's object. So a create that
     /// failed in transit is tried again (at most [`CREATE_ATTEMPTS`] in all, while within
-    /// [`RETRY_TIMEOUT`]), and "already exists" with exactly these bytes there is this
-    /// create's own success.
+    /// [`RETRY_TIMEOUT`]), each attempt a [`put_new`] ("already exists" with exactly these
+    /// bytes there is this create's own success).
     pub async fn create(&self, logical: &str, bytes: Bytes) -> Result<()> {
         let (store, _, path) = self.resolve(logical)?;
         let started = std::time::Instant::now();
         let mut attempt = 1;
         loop {
-            let opts = object_store::PutOptions::from(object_store::PutMode::Create);
-            match store.put_opts(&path, bytes.clone().into(), opts).await {
-                Ok(_) => return Ok(()),
-                Err(exists @ object_store::Error::AlreadyExists { .. }) => {
-                    let ours = match store.get(&path).await {
-                        Ok(found) => found.bytes().await.is_ok_and(|found| found == bytes),
-                        Err(_) => false,
-                    };
-                    return if ours { Ok(()) } else { Err(exists.into()) };
-                }
+            match put_new(&store, &path, bytes.clone()).await {
+                Ok(()) => return Ok(()),
                 Err(e @ object_store::Error::Generic { .. })
                     if attempt < CREATE_ATTEMPTS && started.elapsed() < RETRY_TIMEOUT =>
                 {

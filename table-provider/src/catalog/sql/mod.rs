@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use iceberg::spec::TableMetadata;
 use object_store::path::Path;
 
@@ -494,7 +495,7 @@ impl Catalog for SqlCatalog {
         let io = TableIo::new(self.stores.clone(), LocationMap::identity());
         let metadata_location = io.locations().resolve(&logical);
         let (store, path) = self.resolve(&io, &logical)?;
-        put_new(&store, &path, &bytes).await?;
+        put_new(&store, &path, Bytes::copy_from_slice(&bytes)).await?;
         // An error of the INSERT itself may hide a row naming the file: the file stays.
         match self.register_table(ident, &metadata_location).await {
             Ok(()) => {}
@@ -592,7 +593,7 @@ impl Catalog for SqlCatalog {
         // the catalog row is read unmapped.
         let metadata_location = base.io().locations().resolve(&logical);
         let (store, path) = self.resolve(base.io(), &logical)?;
-        put_new(&store, &path, &bytes).await?;
+        put_new(&store, &path, Bytes::copy_from_slice(&bytes)).await?;
 
         let sql = format!(
             "UPDATE iceberg_tables SET metadata_location = $4, previous_metadata_location = $5 \

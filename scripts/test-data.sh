@@ -13,7 +13,10 @@
 #   spark-tables       Spark/Java/PyIceberg tables of scripts/corpus/petrel_tables.py: percent-encoded
 #                      partition paths, NaN and signed zeros, the differential predicates with Spark's
 #                      answers. Two copies: `origin 50%/` (read where it was written: its path holds
-#                      a space and a '%') and `moved/` (every path in the metadata points elsewhere)
+#                      a space and a '%') and `moved/` (every path in the metadata points elsewhere);
+#                      and, in the same Spark session, `corpus-s3/`: the corpus relocated to
+#                      s3://petrel-corpus/corpus/ by Iceberg's rewrite_table_path, staged with the
+#                      list of files to copy (scripts/corpus/relocate_corpus.py)
 #
 # Where: $PETREL_TEST_DATA (scripts/test.sh points it at a directory the run owns and removes),
 # else <repo>/target/petrel-test-data (kept between runs; a dataset whose generator changed is
@@ -40,7 +43,11 @@ generator_files() {
     case "$1" in
         pyiceberg-tables) echo "$repo/table-provider/tests/pyiceberg/gen_tables.py" ;;
         pyiceberg-deletes) echo "$repo/table-provider/tests/pyiceberg/gen_deletes.py" ;;
-        spark-tables) echo "$repo/scripts/corpus/petrel_tables.py $repo/scripts/corpus/make_corpus.py" ;;
+        spark-tables)
+            echo "$repo/scripts/corpus/petrel_tables.py $repo/scripts/corpus/make_corpus.py" \
+                "$repo/scripts/corpus/relocate_corpus.py $repo/scripts/corpus/OriginFileSystem.java" \
+                "$(dataset corpus)/index.json"
+            ;;
         corpus) echo "$repo/scripts/corpus/make_corpus.py" ;;
         *) echo "test-data: unknown dataset '$1'" >&2; return 2 ;;
     esac
@@ -55,7 +62,8 @@ generate() {
         pyiceberg-deletes) "$(python_venv)" "$repo/table-provider/tests/pyiceberg/gen_deletes.py" "$out" ;;
         spark-tables)
             bash "$repo/scripts/setup-spark.sh" >&2
-            python3 "$repo/scripts/corpus/petrel_tables.py" \
+            PETREL_RELOCATE_CORPUS="$(dataset corpus)" PETREL_RELOCATE_OUT="$out/corpus-s3" \
+                python3 "$repo/scripts/corpus/petrel_tables.py" \
                 --out "$out/moved" --origin "$out/origin 50%" --keep-origin
             ;;
         corpus)

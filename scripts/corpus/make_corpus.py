@@ -170,14 +170,14 @@ def shaded_jackson_jar(vdir: Path) -> Path:
     return jar
 
 
-def spark_session(warehouse: Path, vdir: Path):
+def spark_session(warehouse: Path, vdir: Path, extra_jars=(), extra_conf=None):
     os.environ["TZ"] = "UTC"; time.tzset()  # pyspark converts timestamps with the process' zone
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     import snowpark_connect_deps_iceberg as deps
     from pyspark.sql import SparkSession
     runtime = deps.get_jars_dir() / "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
     conf = {
-        "spark.jars": f"{runtime},{shaded_jackson_jar(vdir)}",  # local jars only: no ivy/maven
+        "spark.jars": ",".join([str(runtime), str(shaded_jackson_jar(vdir)), *extra_jars]),  # local jars only
         "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
         "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.driver.memory": "3g",
@@ -185,6 +185,7 @@ def spark_session(warehouse: Path, vdir: Path):
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.iceberg": "org.apache.iceberg.spark.SparkCatalog",
         "spark.sql.catalog.iceberg.type": "hadoop", "spark.sql.catalog.iceberg.warehouse": str(warehouse),
+        **(extra_conf or {}),
     }
     b = SparkSession.builder.master("local[2]").appName("petrel-corpus")
     for k, v in conf.items():
@@ -386,11 +387,13 @@ def expected_for(spark, origin: Path, t: Table):
 
 
 # ======================================================================= the run
-def run(script: Path, tables, title: str, default_out: Path, default_origin: str, readme_extra="", after=None):
+def run(script: Path, tables, title: str, default_out: Path, default_origin: str, readme_extra="", after=None,
+        spark_extra=None):
     """Entry point for a corpus script: bootstrap outside the venv, generate inside it.
     after(spark, origin, tables, timings): optional, called once the expected results are written
     (same Spark session, before the copy-out); it may add files under the origin and return a dict
-    that is merged into index.json."""
+    that is merged into index.json. spark_extra(vdir): optional, (jars, conf) added to the Spark
+    session."""
     argv = sys.argv[1:]
     if argv[:1] in (["--pyiceberg-worker"], ["--sidequery-worker"]):
         run_catalog_writer(Path(argv[1]), tables, argv[0][2:-7]); return
@@ -414,7 +417,7 @@ def run(script: Path, tables, title: str, default_out: Path, default_origin: str
         if t.writer in ("pyiceberg", "sidequery"):
             to_hadoop_layout(origin / "warehouse/db" / t.name)
     # 2. Spark and the Java API
-    t = time.time(); spark = spark_session(origin / "warehouse", vdir); timings["spark_start"] = round(time.time() - t, 1)
+    t = time.time(); spark = spark_session(origin / "warehouse", vdir, *(spark_extra(vdir) if spark_extra else ((), None))); timings["spark_start"] = round(time.time() - t, 1)
     spark.sql("CREATE NAMESPACE IF NOT EXISTS iceberg.db")
     ctx = SparkCtx(spark, origin)
     t = time.time()

@@ -13,7 +13,8 @@ infinity floats from four writers, plus a differential oracle of random float pr
 Driven by make_corpus.run() (same folder), so the layout is the shared corpus' layout:
 OUT/warehouse/db/<table>/{metadata,data}, OUT/expected/<table>.json, OUT/index.json, OUT/README.md,
 plus OUT/differential/<nan table>.json (see scripts/corpus/README.md). One Spark session builds the
-tables, computes the expected results and the differential counts.
+tables, computes the expected results and the differential counts, and (when PETREL_RELOCATE_CORPUS
+and PETREL_RELOCATE_OUT are set, see relocate_corpus.py) relocates the fixture corpus to S3 paths.
 
 Tables
   enc_v2, enc_v3   Spark, format 2 / 3, PARTITIONED BY (country, truncate(4, code)) with partition
@@ -35,6 +36,7 @@ from urllib.parse import quote_plus
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import make_corpus as mc  # noqa: E402
+import relocate_corpus  # noqa: E402
 from make_corpus import MOR, Q, Table  # noqa: E402
 
 DEFAULT_OUT = mc.CACHE / "petrel-tables"
@@ -543,6 +545,10 @@ def after(spark, origin, tables, timings):
               + "; ".join(f"{x['id']} [{x['sql_where']}] {x['count']} vs {x['iceberg_count']}" for x in bad[:3]), flush=True)
         extra["differential"].append({"table": name, "file": f"differential/{name}.json", "predicates": len(counts),
                                       "iceberg_count_differs": len(bad)})
+    # the fixture corpus relocated to S3 with rewrite_table_path, in this Spark session
+    relocated = relocate_corpus.relocate(spark, timings)
+    if relocated is not None:
+        extra["corpus_relocated"] = relocated
     return extra
 
 
@@ -568,4 +574,4 @@ README_EXTRA = f"""
 
 if __name__ == "__main__":
     mc.run(Path(__file__).resolve(), TABLES, "Petrel's own Iceberg test tables", DEFAULT_OUT, DEFAULT_ORIGIN,
-           readme_extra=README_EXTRA, after=after)
+           readme_extra=README_EXTRA, after=after, spark_extra=relocate_corpus.spark_extra)

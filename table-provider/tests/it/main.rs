@@ -34,6 +34,7 @@ mod procedures;
 mod pyiceberg_tables;
 mod rest_catalog;
 mod rest_corpus;
+mod rest_corpus_s3;
 mod rest_vended_credentials;
 mod rewrite;
 mod row_level_concurrency;

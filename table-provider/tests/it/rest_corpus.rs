@@ -9,14 +9,14 @@
 //! `location_scope = "warehouse"` (a registered table's files anywhere in the warehouse) and
 //! the warehouse `file:///`, which holds both.
 //!
-//! Why the corpus is not read from S3 here: rustberg (0.3.0) registers a table only when both
-//! the metadata file named (`metadata-location`) and the location that metadata declares are
-//! inside its one warehouse. A copy of the corpus in a bucket has an `s3://` metadata file
-//! declaring a `file://` location, which no warehouse holds (registering it is refused with
-//! 400). Only a relocated copy (every absolute path rewritten: metadata, manifest lists,
-//! manifests with their path bounds and sizes, position delete files, as Iceberg's
-//! `rewrite_table_path` does) would register, and that is no longer the corpus as written. The
-//! corpus on S3 is `object_store_s3.rs`'s (a filesystem catalog); REST tables on S3 are
+//! rustberg (0.3.0) registers a table only when both the metadata file named
+//! (`metadata-location`) and the location that metadata declares are inside its one warehouse,
+//! so a plain bucket copy of the corpus (an `s3://` metadata file declaring a `file://` location)
+//! is refused with 400. On S3 the corpus goes through Iceberg's own relocation first:
+//! `rest_corpus_s3.rs` registers the copy Spark's `rewrite_table_path` made (every path rewritten
+//! to `s3://petrel-corpus/corpus/...`) in rustberg on a bucket; Iceberg 1.10.2 relocates four of
+//! the eight tables, that module's doc says why not the others. The whole corpus on S3 is
+//! `object_store_s3.rs`'s (a filesystem catalog); REST tables Petrel writes on S3 are
 //! `rest_vended_credentials.rs`'s.
 
 use crate::common;

@@ -233,6 +233,19 @@ duration_seconds = {duration_seconds}
         )
     }
 
+    /// A server whose warehouse `warehouse` (`s3://bucket/prefix`) is on `moto` (reached with
+    /// moto's key pair, no credential vending), with `storage_toml` added to its `[storage]`
+    /// table. `None` as [`Rustberg::start_with`].
+    pub fn start_on_moto(moto: &Moto, warehouse: &str, storage_toml: &str) -> Option<Self> {
+        Self::start_with(
+            Some(warehouse),
+            storage_toml,
+            &moto_storage(moto),
+            &moto_env(moto),
+            None,
+        )
+    }
+
     /// The server's `file://` warehouse directory.
     pub fn warehouse(&self) -> PathBuf {
         self.dir.path().join("warehouse")

@@ -3,8 +3,8 @@
 //! rows reduced to each key's last row, see [`crate::write::upsert`]).
 
 use std::any::Any;
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
@@ -25,7 +25,7 @@ use iceberg::spec::{FormatVersion, StructType, serialize_data_file_to_json};
 
 use crate::error::Error;
 use crate::io::TableIo;
-use crate::write::data_file_writer::{RollingFileWriter, WriteSettings};
+use crate::write::data_file_writer::{KEPT_INPUT_BYTES, RollingFileWriter, WriteSettings};
 use crate::write::equality_deletes::{EqualityDeleteSettings, write_equality_deletes};
 use crate::write::partitioner::Partitioner;
 use crate::write::tracker::WriteTracker;
@@ -312,7 +312,7 @@ async fn write_upsert(
                 task,
             )?),
         };
-        writer.write(&slice.batch).await?;
+        writer.write_slice(&slice.batch, slice.bytes, 0).await?;
         deletes.push(
             write_equality_deletes(
                 settings,
@@ -363,6 +363,10 @@ fn stopped() -> DataFusionError {
 }
 
 /// Writes the partition's batches through one rolling writer per table partition.
+///
+/// The writers gather zero-copy slices of the input batches, so the task keeps the batches
+/// whose rows a writer still holds; past [`KEPT_INPUT_BYTES`] of them, the writers holding
+/// rows of the oldest one write what they gathered, and that batch is let go.
 async fn write_batches(
     mut input: SendableRecordBatchStream,
     settings: &Arc<WriteSettings>,
@@ -373,11 +377,17 @@ async fn write_batches(
     let partitioner =
         Partitioner::new(settings.schema(), settings.spec(), settings.arrow_schema())?;
     let tracker = settings.tracker();
+    // The input batches the writers may still hold slices of: (number, memory).
+    let mut kept: VecDeque<(u64, usize)> = VecDeque::new();
+    let mut kept_bytes = 0usize;
+    let mut number = 0u64;
     while let Some(batch) = input.next().await {
         if tracker.is_stopped() {
             return Err(stopped());
         }
         let batch = batch?;
+        number += 1;
+        let mut bytes = 0;
         for slice in partitioner.split(&batch)? {
             let writer = match writers.entry(slice.key) {
                 Entry::Occupied(e) => e.into_mut(),
@@ -388,7 +398,21 @@ async fn write_batches(
                     task,
                 )?),
             };
-            writer.write(&slice.batch).await?;
+            bytes += slice.bytes;
+            writer
+                .write_slice(&slice.batch, slice.bytes, number)
+                .await?;
+        }
+        kept.push_back((number, bytes));
+        kept_bytes += bytes;
+        while kept_bytes > KEPT_INPUT_BYTES {
+            let Some((oldest, bytes)) = kept.pop_front() else {
+                break;
+            };
+            kept_bytes -= bytes;
+            for writer in writers.values_mut() {
+                writer.flush_if_kept_since(oldest).await?;
+            }
         }
     }
     Ok(())

@@ -54,6 +54,10 @@ pub const BATCH_ROWS: usize = 8192;
 pub const WRITER_BUFFER_BYTES: usize = 8 * 1024 * 1024;
 /// ... or until the rows all writers of one write gather take this much memory.
 pub const WRITE_BUFFER_BYTES: usize = 64 * 1024 * 1024;
+/// A writer task keeps the input batches its writers' gathered slices come from (a slice keeps
+/// its whole batch alive) up to this much memory: past it, the writers still holding rows of the
+/// oldest kept batch write them (`RollingFileWriter::flush_if_kept_since`).
+pub const KEPT_INPUT_BYTES: usize = 16 * 1024 * 1024;
 
 /// How one write (one statement) writes data files of one table.
 #[derive(Debug)]
@@ -243,6 +247,8 @@ pub struct RollingFileWriter {
     pending: Vec<RecordBatch>,
     pending_rows: usize,
     pending_bytes: usize,
+    /// The number of the input batch the first gathered rows came from.
+    pending_since: u64,
     settings: Arc<WriteSettings>,
     io: TableIo,
     partition: Struct,
@@ -281,6 +287,7 @@ impl RollingFileWriter {
             pending: Vec::new(),
             pending_rows: 0,
             pending_bytes: 0,
+            pending_since: 0,
             settings,
             io,
             partition,
@@ -295,6 +302,20 @@ impl RollingFileWriter {
     /// Writes `batch` (rows of this writer's partition, in the table's Arrow schema): gathers
     /// it with the rows before it until there are enough to write.
     pub async fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        self.write_slice(batch, batch.get_array_memory_size(), 0)
+            .await
+    }
+
+    /// Writes `batch` as [`Self::write`] does, where `batch` may be a slice of a larger batch:
+    /// `bytes` is its share of that batch's memory (what the writer counts while it keeps the
+    /// rows) and `input` the number of the input batch it came from (see
+    /// [`Self::flush_if_kept_since`]).
+    pub async fn write_slice(
+        &mut self,
+        batch: &RecordBatch,
+        bytes: usize,
+        input: u64,
+    ) -> Result<()> {
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -302,7 +323,9 @@ impl RollingFileWriter {
         if self.pending.is_empty() && batch.num_rows() >= BATCH_ROWS {
             return self.write_to_file(&batch).await;
         }
-        let bytes = batch.get_array_memory_size();
+        if self.pending.is_empty() {
+            self.pending_since = input;
+        }
         self.pending_rows += batch.num_rows();
         self.pending_bytes += bytes;
         self.pending.push(batch);
@@ -311,6 +334,16 @@ impl RollingFileWriter {
             || self.pending_bytes >= WRITER_BUFFER_BYTES
             || all >= WRITE_BUFFER_BYTES
         {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the gathered rows if the first of them came from input batch `input` or an
+    /// earlier one: the gathered slices keep their whole input batches alive, and a writer
+    /// task calls this for its oldest input batch so that the batches it keeps stay bounded.
+    pub async fn flush_if_kept_since(&mut self, input: u64) -> Result<()> {
+        if !self.pending.is_empty() && self.pending_since <= input {
             self.flush().await?;
         }
         Ok(())
@@ -567,22 +600,29 @@ mod tests {
         let mut writer =
             RollingFileWriter::new(Arc::clone(&settings), io, Struct::empty(), 0).unwrap();
         for ids in slices {
-            let batch = RecordBatch::try_new(
-                Arc::clone(&arrow_schema),
-                vec![
-                    Arc::new(Int64Array::from_iter_values(ids.clone())),
-                    Arc::new(Int32Array::from_iter_values(
-                        ids.clone().map(|i| (i % 10) as i32),
-                    )),
-                    Arc::new(StringArray::from_iter_values(
-                        ids.clone().map(|i| format!("name-{i:06}")),
-                    )),
-                ],
-            )
-            .unwrap();
-            writer.write(&batch).await.unwrap();
+            writer
+                .write(&rows(&arrow_schema, ids.clone()))
+                .await
+                .unwrap();
         }
         (settings, writer.close().await.unwrap())
+    }
+
+    /// The rows `ids` of [`write_slices`]'s table.
+    fn rows(arrow_schema: &SchemaRef, ids: std::ops::Range<i64>) -> RecordBatch {
+        RecordBatch::try_new(
+            Arc::clone(arrow_schema),
+            vec![
+                Arc::new(Int64Array::from_iter_values(ids.clone())),
+                Arc::new(Int32Array::from_iter_values(
+                    ids.clone().map(|i| (i % 10) as i32),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    ids.map(|i| format!("name-{i:06}")),
+                )),
+            ],
+        )
+        .unwrap()
     }
 
     fn footer(file: &DataFile) -> SerializedFileReader<std::fs::File> {
@@ -652,5 +692,53 @@ mod tests {
         assert_eq!(counts, vec![8200, 8200, 8200, 5400]);
         let read: Vec<i64> = files.iter().flat_map(ids).collect();
         assert_eq!(read, (0..30_000).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn gathered_slices_are_written_once_their_oldest_input_batch_is_let_go() {
+        let dir = tempfile::tempdir().unwrap();
+        // Write nothing, then read the settings of the same table for a writer of our own.
+        let (settings, _) =
+            write_slices(dir.path(), &[("write.target-file-size-bytes", "1")], &[]).await;
+        let io = TableIo::new(StoreRegistry::default(), LocationMap::identity());
+        let mut writer =
+            RollingFileWriter::new(Arc::clone(&settings), io, Struct::empty(), 1).unwrap();
+        let schema = settings.arrow_schema();
+        // A slice of a larger batch counts its share, not the whole batch.
+        let input = rows(schema, 0..1000);
+        writer
+            .write_slice(&input.slice(0, 10), 100, 3)
+            .await
+            .unwrap();
+        writer
+            .write_slice(&rows(schema, 10..20), 100, 4)
+            .await
+            .unwrap();
+        assert_eq!(settings.buffered.load(Ordering::Relaxed), 200);
+        // Batches before the first gathered rows' batch: nothing to write.
+        writer.flush_if_kept_since(2).await.unwrap();
+        assert!(writer.written.is_empty());
+        assert_eq!(writer.pending_rows, 20);
+        // The first rows' batch: everything gathered is written (one file: target size 1).
+        writer.flush_if_kept_since(3).await.unwrap();
+        assert_eq!(writer.written.len(), 1);
+        assert_eq!(writer.pending_rows, 0);
+        assert_eq!(settings.buffered.load(Ordering::Relaxed), 0);
+        // The next rows start a new span at their own batch.
+        writer
+            .write_slice(&rows(schema, 20..25), 50, 9)
+            .await
+            .unwrap();
+        writer.flush_if_kept_since(8).await.unwrap();
+        assert_eq!(writer.written.len(), 1);
+        let files = writer.close().await.unwrap();
+        assert_eq!(
+            files.iter().map(DataFile::record_count).collect::<Vec<_>>(),
+            vec![20, 5]
+        );
+        assert_eq!(
+            files.iter().flat_map(ids).collect::<Vec<_>>(),
+            (0..25).collect::<Vec<_>>()
+        );
     }
 }

@@ -5,14 +5,14 @@
 //! values (their Arrow row encoding is the group key), and each group becomes one batch with
 //! its partition tuple as an Iceberg `Struct`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch, StructArray, UInt32Array};
 use arrow::compute::{cast, take_record_batch};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
-use arrow::row::{RowConverter, SortField};
+use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::ScalarValue;
+use hashbrown::HashMap;
 use iceberg::spec::{PartitionSpec, PrimitiveType, Schema, Struct, Type};
 use iceberg::transform::{BoxedTransformFunction, create_transform_function};
 
@@ -47,6 +47,64 @@ pub struct PartitionSlice {
     pub values: Struct,
     /// The rows.
     pub batch: RecordBatch,
+    /// The memory the rows take: their share of the buffers `batch` may be a slice of.
+    pub bytes: usize,
+}
+
+/// Each row's partition group, numbered in the order the groups first appear.
+struct Grouping {
+    /// The group of each row.
+    of_row: Vec<u32>,
+    /// The first row of each group.
+    firsts: Vec<usize>,
+    /// The number of rows of each group.
+    counts: Vec<u32>,
+}
+
+impl Grouping {
+    fn of(rows: &Rows) -> Self {
+        let mut groups: HashMap<&[u8], u32> = HashMap::new();
+        let mut grouping = Self {
+            of_row: Vec::with_capacity(rows.num_rows()),
+            firsts: Vec::new(),
+            counts: Vec::new(),
+        };
+        let mut previous: Option<(&[u8], u32)> = None;
+        for (i, row) in rows.iter().enumerate() {
+            let key = row.data();
+            let group = match previous {
+                Some((last, group)) if last == key => group,
+                _ => *groups.entry(key).or_insert_with(|| {
+                    grouping.firsts.push(i);
+                    grouping.counts.push(0);
+                    (grouping.firsts.len() - 1) as u32
+                }),
+            };
+            previous = Some((key, group));
+            grouping.counts[group as usize] += 1;
+            grouping.of_row.push(group);
+        }
+        grouping
+    }
+
+    /// Where each group starts in partition order, and the rows in that order (a stable
+    /// counting sort by group).
+    fn partition_order(&self) -> (Vec<usize>, Vec<u32>) {
+        let mut offsets = Vec::with_capacity(self.counts.len());
+        let mut next = 0usize;
+        for &count in &self.counts {
+            offsets.push(next);
+            next += count as usize;
+        }
+        let mut cursor = offsets.clone();
+        let mut order = vec![0u32; self.of_row.len()];
+        for (row, &group) in self.of_row.iter().enumerate() {
+            let at = &mut cursor[group as usize];
+            order[*at] = row as u32;
+            *at += 1;
+        }
+        (offsets, order)
+    }
 }
 
 /// Splits batches of a table's Arrow schema by its partition spec.
@@ -108,13 +166,24 @@ impl Partitioner {
     }
 
     /// The rows of `batch` grouped by partition, in the order each partition first appears.
+    ///
+    /// The rows are grouped by their transformed values (a fast hash of their row encoding,
+    /// with a shortcut for a row whose key equals the row before it: clustered input), then the
+    /// batch is reordered partition by partition with one `take` and each partition's rows are
+    /// a zero-copy slice of that reordered batch. A slice therefore keeps the whole reordered
+    /// batch's buffers alive: [`PartitionSlice::bytes`] is its share of them, and a writer that
+    /// keeps slices must not keep them for long (see `RollingFileWriter::flush_if_older`).
     pub fn split(&self, batch: &RecordBatch) -> Result<Vec<PartitionSlice>> {
         if self.fields.is_empty() {
             return Ok(vec![PartitionSlice {
                 key: Vec::new(),
                 values: Struct::empty(),
+                bytes: batch.get_array_memory_size(),
                 batch: batch.clone(),
             }]);
+        }
+        if batch.num_rows() == 0 {
+            return Ok(Vec::new());
         }
         let transformed = self
             .fields
@@ -128,39 +197,38 @@ impl Partitioner {
                 .collect(),
         )?;
         let rows = converter.convert_columns(&transformed)?;
-        let mut groups: HashMap<&[u8], Vec<u32>> = HashMap::new();
-        let mut order: Vec<&[u8]> = Vec::new();
-        for (i, row) in rows.iter().enumerate() {
-            let key = row.data();
-            groups
-                .entry(key)
-                .or_insert_with(|| {
-                    order.push(key);
-                    Vec::new()
-                })
-                .push(i as u32);
-        }
-        let mut slices = Vec::with_capacity(order.len());
-        for key in order {
-            let indices = &groups[key];
-            let first = indices[0] as usize;
+        let grouping = Grouping::of(&rows);
+        let values_at = |row: usize| -> Result<Struct> {
             let values = self
                 .fields
                 .iter()
                 .zip(&transformed)
                 .map(|(f, array)| {
-                    scalar_to_literal(&ScalarValue::try_from_array(array, first)?, &f.result)
+                    scalar_to_literal(&ScalarValue::try_from_array(array, row)?, &f.result)
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let rows = if indices.len() == batch.num_rows() {
-                batch.clone()
-            } else {
-                take_record_batch(batch, &UInt32Array::from(indices.clone()))?
-            };
+            Ok(Struct::from_iter(values))
+        };
+        if grouping.firsts.len() == 1 {
+            return Ok(vec![PartitionSlice {
+                key: rows.row(0).data().to_vec(),
+                values: values_at(0)?,
+                bytes: batch.get_array_memory_size(),
+                batch: batch.clone(),
+            }]);
+        }
+        let (offsets, order) = grouping.partition_order();
+        let reordered = take_record_batch(batch, &UInt32Array::from(order))?;
+        let reordered_bytes = reordered.get_array_memory_size();
+        let total = batch.num_rows();
+        let mut slices = Vec::with_capacity(grouping.firsts.len());
+        for (group, &first) in grouping.firsts.iter().enumerate() {
+            let len = grouping.counts[group] as usize;
             slices.push(PartitionSlice {
-                key: key.to_vec(),
-                values: Struct::from_iter(values),
-                batch: rows,
+                key: rows.row(first).data().to_vec(),
+                values: values_at(first)?,
+                bytes: (reordered_bytes * len).div_ceil(total),
+                batch: reordered.slice(offsets[group], len),
             });
         }
         Ok(slices)
@@ -334,5 +402,85 @@ mod tests {
         let slices = partitioner.split(&batch).unwrap();
         assert_eq!(slices.len(), 1);
         assert_eq!(slices[0].values, Struct::empty());
+    }
+
+    #[test]
+    fn interleaved_rows_become_slices_of_one_reordered_batch() {
+        let schema = schema();
+        let spec = PartitionSpec::builder(schema.clone())
+            .add_partition_field("id", "id_bucket", Transform::Truncate(3))
+            .unwrap()
+            .build()
+            .unwrap();
+        let arrow_schema = Arc::new(iceberg_schema_to_arrow(&schema).unwrap());
+        // ids 0..30 in the order 0, 3, 6, ..., 27, 1, 4, ...: partitions of truncate(3) change
+        // on every row, and runs of equal keys (0, 1, 2 -> 0) come from the shortcut too.
+        let ids: Vec<i64> = (0..3)
+            .flat_map(|r| (0..10).map(move |k| k * 3 + r))
+            .collect();
+        let batch = RecordBatch::try_new(
+            Arc::clone(&arrow_schema),
+            vec![
+                Arc::new(Int64Array::from(ids.clone())),
+                Arc::new(StringArray::from(
+                    ids.iter()
+                        .map(|i| Some(format!("s{i}")))
+                        .collect::<Vec<_>>(),
+                )),
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![0; 30]).with_timezone_opt(None::<String>),
+                ),
+            ],
+        )
+        .unwrap();
+        let partitioner = Partitioner::new(&schema, &spec, &arrow_schema).unwrap();
+        let slices = partitioner.split(&batch).unwrap();
+        let got: Vec<(Option<Literal>, Vec<i64>, Vec<String>)> = slices
+            .iter()
+            .map(|s| {
+                let ids = s
+                    .batch
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap();
+                let names = s
+                    .batch
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap();
+                (
+                    s.values.iter().next().unwrap().cloned(),
+                    ids.values().to_vec(),
+                    names.iter().map(|n| n.unwrap().to_string()).collect(),
+                )
+            })
+            .collect();
+        let expected: Vec<(Option<Literal>, Vec<i64>, Vec<String>)> = (0..10)
+            .map(|k| {
+                // Rows of each partition in input order: 3k, then 3k + 1, then 3k + 2.
+                let ids = vec![3 * k, 3 * k + 1, 3 * k + 2];
+                let names = ids.iter().map(|i| format!("s{i}")).collect();
+                (Some(Literal::long(3 * k)), ids, names)
+            })
+            .collect();
+        assert_eq!(got, expected);
+        // Every slice is a view of one reordered batch, and their shares add up to it.
+        let whole = slices[0].batch.column(0).to_data().buffers()[0].data_ptr();
+        for slice in &slices {
+            assert_eq!(slice.batch.column(0).to_data().buffers()[0].data_ptr(), whole);
+        }
+        let total: usize = slices.iter().map(|s| s.bytes).sum();
+        let reordered = slices[0].batch.column(0).get_array_memory_size()
+            + slices[0].batch.column(1).get_array_memory_size()
+            + slices[0].batch.column(2).get_array_memory_size();
+        assert!(
+            total >= reordered && total <= reordered + slices.len(),
+            "{total} vs {reordered}"
+        );
+        // An empty batch of a partitioned table has no slices.
+        let empty = RecordBatch::new_empty(Arc::clone(&arrow_schema));
+        assert!(partitioner.split(&empty).unwrap().is_empty());
     }
 }

@@ -674,7 +674,14 @@ impl IcebergTableProvider {
         if let Some(expr) = conjunction(filters.to_vec()) {
             let df_schema = DFSchema::try_from(Arc::clone(&self.arrow_schema))?;
             let expr = state.create_physical_expr(expr, &df_schema)?;
-            source = source.with_predicate(Arc::clone(&expr));
+            // Late materialisation: the predicate's columns are decoded first and the other
+            // columns only at the rows it keeps (a point query on a sorted key decodes one
+            // page of the key and a handful of rows of the rest, not the page index's whole
+            // row selection of every projected column). The filter above still applies.
+            source = source
+                .with_predicate(Arc::clone(&expr))
+                .with_pushdown_filters(true)
+                .with_reorder_filters(true);
             predicate = Some(expr);
         }
         let adapter: Arc<dyn PhysicalExprAdapterFactory> = Arc::new(FieldIdAdapterFactory::new(

@@ -28,6 +28,7 @@ mod nested_insert;
 mod object_store_faults;
 mod object_store_s3;
 mod overwrite;
+mod page_pruning;
 mod positional_scan;
 mod postgres_catalog;
 mod procedures;

@@ -20,7 +20,8 @@
 //!   compare).
 //! - one file per procedure: [`rollback_to_snapshot`], [`set_current_snapshot`],
 //!   [`expire_snapshots`], [`remove_orphan_files`], [`rewrite_data_files`] and
-//!   [`rewrite_position_delete_files`] (both run by [`crate::maintenance`]).
+//!   [`rewrite_position_delete_files`] (both run by [`crate::maintenance`]), and
+//!   [`rewrite_table_path`] (a relocated copy of a table's metadata, staged with its copy list).
 //!
 //! Adding a procedure: a file with `pub const PROCEDURE: Procedure` (its name, parameters,
 //! output schema and `run` function) and one line in [`PROCEDURES`].
@@ -36,6 +37,7 @@ pub mod refs;
 pub mod remove_orphan_files;
 pub mod rewrite_data_files;
 pub mod rewrite_position_delete_files;
+pub mod rewrite_table_path;
 pub mod rollback_to_snapshot;
 pub mod set_current_snapshot;
 
@@ -82,6 +84,7 @@ pub const PROCEDURES: &[Procedure] = &[
     remove_orphan_files::PROCEDURE,
     rewrite_data_files::PROCEDURE,
     rewrite_position_delete_files::PROCEDURE,
+    rewrite_table_path::PROCEDURE,
 ];
 
 /// The procedure called `name` (case-insensitive).

@@ -303,13 +303,54 @@ fn with_first_row_id(
     partition_type: &StructType,
     schema: &Schema,
 ) -> Result<DataFile> {
+    edit_data_file(file, spec_id, partition_type, schema, |json| {
+        json.insert("first_row_id".into(), serde_json::Value::from(first_row_id));
+        Ok(())
+    })
+}
+
+/// `file` (of spec `spec_id`, written with `schema`) with `edit` applied to the fields of the
+/// crate's JSON form of a data file (which carries every field; the crate has no setters).
+///
+/// The crate reads a partition tuple's values in the order its JSON object lists them, and
+/// `serde_json`'s objects sort their keys: so the tuple is written back in the spec's order
+/// (else a spec `(ts_day, id_bucket)` would come back as `(id_bucket, ts_day)`).
+pub(crate) fn edit_data_file(
+    file: DataFile,
+    spec_id: i32,
+    partition_type: &StructType,
+    schema: &Schema,
+    edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>) -> Result<()>,
+) -> Result<DataFile> {
     let path = file.file_path().to_string();
+    let bad = |e: &dyn std::fmt::Display| Error::InvalidArgument(format!("data file {path}: {e}"));
     let text = serialize_data_file_to_json(file, partition_type, FormatVersion::V3)?;
-    let mut json: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| Error::InvalidArgument(format!("data file {path}: {e}")))?;
-    json["first_row_id"] = serde_json::Value::from(first_row_id);
+    let mut json: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&text).map_err(|e| bad(&e))?;
+    edit(&mut json)?;
+    let partition = json.remove("partition").unwrap_or(serde_json::Value::Null);
+    let mut tuple = String::from("{");
+    for (i, field) in partition_type.fields().iter().enumerate() {
+        if i > 0 {
+            tuple.push(',');
+        }
+        let value = partition
+            .get(&field.name)
+            .cloned()
+            .unwrap_or(serde_json::Value::Null);
+        tuple.push_str(&serde_json::Value::String(field.name.clone()).to_string());
+        tuple.push(':');
+        tuple.push_str(&value.to_string());
+    }
+    tuple.push('}');
+    let rest = serde_json::Value::Object(json).to_string();
+    let text = match rest.strip_prefix('{') {
+        Some("}") => format!("{{\"partition\":{tuple}}}"),
+        Some(fields) => format!("{{\"partition\":{tuple},{fields}"),
+        None => return Err(bad(&"its JSON form is not an object")),
+    };
     Ok(deserialize_data_file_from_json(
-        &json.to_string(),
+        &text,
         spec_id,
         partition_type,
         schema,

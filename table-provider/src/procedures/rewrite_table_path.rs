@@ -50,7 +50,6 @@ use bytes::Bytes;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, FormatVersion, Manifest, ManifestContentType,
     ManifestFile, ManifestList, ManifestListWriter, ManifestStatus, ManifestWriterBuilder,
-    deserialize_data_file_from_json, serialize_data_file_to_json,
 };
 use object_store::ObjectStoreExt;
 use parquet::arrow::ArrowWriter;
@@ -64,6 +63,7 @@ use super::context::ProcedureContext;
 use super::{Procedure, ProcedureFuture};
 use crate::catalog::LoadedTable;
 use crate::commit::avro_out::{BufferWrite, MemoryOutput};
+use crate::commit::removal::edit_data_file;
 use crate::error::{Error, Result};
 use crate::io::normalize_location;
 
@@ -580,58 +580,46 @@ impl Relocation<'_> {
         manifest: &str,
     ) -> Result<DataFile> {
         let bad = |e: &dyn std::fmt::Display| self.corrupt(manifest, e);
-        let text = serialize_data_file_to_json(file.clone(), partition_type, FormatVersion::V3)
-            .map_err(|e| bad(&e))?;
-        let mut json: Value = serde_json::from_str(&text).map_err(|e| bad(&e))?;
-        json["file_path"] = Value::String(edit.file_path.clone());
-        if let Some(referenced) = &edit.referenced_data_file {
-            json["referenced_data_file"] = Value::String(referenced.clone());
-        }
-        if let Some(size) = edit.file_size_in_bytes {
-            json["file_size_in_bytes"] = Value::from(size);
-        }
-        if edit.bounds {
-            for key in ["lower_bounds", "upper_bounds"] {
-                let Some(entries) = json.get_mut(key).and_then(Value::as_array_mut) else {
-                    continue;
-                };
-                for entry in entries {
-                    if entry["key"].as_i64() != Some(i64::from(DELETE_FILE_PATH_FIELD_ID)) {
-                        continue;
-                    }
-                    let bytes: Vec<u8> =
-                        serde_json::from_value(entry["value"].clone()).map_err(|e| bad(&e))?;
-                    let old = String::from_utf8(bytes).map_err(|e| bad(&e))?;
-                    let new = self.new_bound(&old);
-                    entry["value"] = Value::from(new.into_bytes());
+        edit_data_file(
+            file.clone(),
+            spec.spec_id(),
+            partition_type,
+            schema,
+            |json| {
+                json.insert("file_path".into(), Value::String(edit.file_path.clone()));
+                if let Some(referenced) = &edit.referenced_data_file {
+                    json.insert(
+                        "referenced_data_file".into(),
+                        Value::String(referenced.clone()),
+                    );
                 }
-            }
-        }
-        // The crate reads a partition tuple's fields in the order its JSON object lists them,
-        // and serde_json's objects sort their keys: the tuple is written back in spec order.
-        let partition = json
-            .as_object_mut()
-            .and_then(|o| o.remove("partition"))
-            .unwrap_or(Value::Null);
-        let mut tuple = String::from("{");
-        for (i, field) in partition_type.fields().iter().enumerate() {
-            if i > 0 {
-                tuple.push(',');
-            }
-            let value = partition.get(&field.name).cloned().unwrap_or(Value::Null);
-            tuple.push_str(&Value::String(field.name.clone()).to_string());
-            tuple.push(':');
-            tuple.push_str(&value.to_string());
-        }
-        tuple.push('}');
-        let rest = json.to_string();
-        let text = match rest.strip_prefix('{') {
-            Some("}") => format!("{{\"partition\":{tuple}}}"),
-            Some(fields) => format!("{{\"partition\":{tuple},{fields}"),
-            None => return Err(bad(&"a data file's JSON form is not an object")),
-        };
-        deserialize_data_file_from_json(&text, spec.spec_id(), partition_type, schema)
-            .map_err(|e| bad(&e))
+                if let Some(size) = edit.file_size_in_bytes {
+                    json.insert("file_size_in_bytes".into(), Value::from(size));
+                }
+                if !edit.bounds {
+                    return Ok(());
+                }
+                for key in ["lower_bounds", "upper_bounds"] {
+                    let Some(entries) = json.get_mut(key).and_then(Value::as_array_mut) else {
+                        continue;
+                    };
+                    for entry in entries {
+                        if entry["key"].as_i64() != Some(i64::from(DELETE_FILE_PATH_FIELD_ID)) {
+                            continue;
+                        }
+                        let bytes: Vec<u8> =
+                            serde_json::from_value(entry["value"].clone()).map_err(|e| bad(&e))?;
+                        let old = String::from_utf8(bytes).map_err(|e| bad(&e))?;
+                        entry["value"] = Value::from(self.new_bound(&old).into_bytes());
+                    }
+                }
+                Ok(())
+            },
+        )
+        .map_err(|e| match e {
+            Error::InvalidArgument(message) => bad(&message),
+            other => other,
+        })
     }
 
     /// A `file_path` bound re-prefixed: bounds may be truncated, so one that does not reach past

@@ -469,7 +469,10 @@ mod tests {
         // Every slice is a view of one reordered batch, and their shares add up to it.
         let whole = slices[0].batch.column(0).to_data().buffers()[0].data_ptr();
         for slice in &slices {
-            assert_eq!(slice.batch.column(0).to_data().buffers()[0].data_ptr(), whole);
+            assert_eq!(
+                slice.batch.column(0).to_data().buffers()[0].data_ptr(),
+                whole
+            );
         }
         let total: usize = slices.iter().map(|s| s.bytes).sum();
         let reordered = slices[0].batch.column(0).get_array_memory_size()

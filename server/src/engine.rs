@@ -8,8 +8,14 @@
 //! - `SQLOptions` that refuse DDL, DML and `SET`-style statements, an allow-list of table
 //!   functions (`generate_series`, `range`) and no table factories, so SQL can neither read nor
 //!   write the server's files (no `CREATE EXTERNAL TABLE`, `COPY`, URL tables);
-//! - its own memory pool (`--query-memory-limit`): a query over the limit fails with
-//!   RESOURCE_EXHAUSTED and the server keeps serving.
+//! - its own memory pool (`--query-memory-limit`), attached when the statement executes (the
+//!   `TaskContext` gets a `RuntimeEnv` with the query's pool: `query_report::execute`): a query
+//!   over the limit fails with RESOURCE_EXHAUSTED and the server keeps serving.
+//!
+//! Building a `SessionState` re-registers every built-in function, so the state of each
+//! (catalog, schema) default is built once and cloned per statement ([`QueryEngine::context`]).
+//! Its runtime's pool is the server-wide pool, which anything run outside a statement's task
+//! context would take from (the query limit is the task context's).
 //!
 //! Execution ([`QueryEngine::execute`]) takes a work slot (`admission`, shared with planning
 //! RPCs and metadata calls), streams batches as DataFusion produces them, and holds the query's
@@ -19,7 +25,7 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -30,7 +36,7 @@ use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext, SessionState};
-use datafusion::execution::runtime_env::{RuntimeEnv, RuntimeEnvBuilder};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder, WriteOp};
 use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use petrel_table_provider::catalog::Catalog;
@@ -111,7 +117,12 @@ pub struct QueryEngine {
     cancellations: Arc<Cancellations>,
     /// Statements planned by GetFlightInfo, waiting for their DoGet.
     planned: PlanCache,
+    /// `base` with each (catalog, schema) default seen, built once (module docs).
+    states: Mutex<HashMap<(String, String), SessionState>>,
 }
+
+/// Session states kept by (catalog, schema) default; the map starts over when it is full.
+const STATES_KEPT: usize = 64;
 
 impl std::fmt::Debug for QueryEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -141,8 +152,16 @@ impl QueryEngine {
         if let Some(n) = options.target_partitions {
             config = config.with_target_partitions(n.max(1));
         }
+        // The statements' pools are attached at execution (`query_report::execute`); the
+        // template's own is the server-wide pool.
+        let runtime = RuntimeEnvBuilder::new()
+            .with_memory_pool(Arc::clone(options.memory.shared()))
+            .build_arc()
+            // (Fails only when the OS temp directory is unusable: DataFusion's default then.)
+            .ok();
         let mut state = SessionStateBuilder::new()
             .with_config(config)
+            .with_runtime_env(runtime.unwrap_or_default())
             .with_default_features()
             .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
             .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
@@ -191,6 +210,7 @@ impl QueryEngine {
             admission,
             cancellations: Cancellations::new(),
             planned: PlanCache::default(),
+            states: Mutex::new(HashMap::new()),
         }
     }
 
@@ -224,9 +244,10 @@ impl QueryEngine {
         &self.base
     }
 
-    /// A fresh context for one statement under `session`.
+    /// A fresh context for one statement under `session`: a clone of the state kept for its
+    /// (catalog, schema) default. Its runtime has no query pool yet: executing a statement's
+    /// plan goes through `query_report::execute`, which attaches one.
     pub fn context(&self, session: &SessionDefaults) -> Result<SessionContext, Status> {
-        let mut config = self.base.config().clone();
         let catalog = if session.catalog.is_empty() {
             self.catalogs
                 .first()
@@ -240,16 +261,26 @@ impl QueryEngine {
         } else {
             session.schema.clone()
         };
-        config = config.with_default_catalog_and_schema(catalog, schema);
-        // Each statement's memory comes from the server-wide pool, within the query limit.
-        let runtime: Arc<RuntimeEnv> = RuntimeEnvBuilder::from_runtime_env(self.base.runtime_env())
-            .with_memory_pool(self.options.memory.query_pool())
-            .build_arc()
-            .map_err(df_status)?;
+        let key = (catalog, schema);
+        let mut states = self
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(state) = states.get(&key) {
+            return Ok(SessionContext::new_with_state(state.clone()));
+        }
+        let config = self
+            .base
+            .config()
+            .clone()
+            .with_default_catalog_and_schema(key.0.clone(), key.1.clone());
         let state = SessionStateBuilder::new_from_existing(self.base.clone())
             .with_config(config)
-            .with_runtime_env(runtime)
             .build();
+        if states.len() >= STATES_KEPT {
+            states.clear();
+        }
+        states.insert(key, state.clone());
         Ok(SessionContext::new_with_state(state))
     }
 
@@ -449,7 +480,8 @@ impl QueryEngine {
                 ));
             }
             let _permit = self.admission.admit("write").await?;
-            let stream = crate::query_report::execute(frame, &observer).await?;
+            let pool = self.options.memory.query_pool();
+            let stream = crate::query_report::execute(frame, &pool, &observer).await?;
             let batches: Vec<RecordBatch> = stream.try_collect().await.map_err(df_status)?;
             write_count(&batches)
         }
@@ -481,6 +513,8 @@ impl QueryEngine {
         };
         let session = ticket.session.clone().unwrap_or_default();
         let rows = self.parameter_rows(&ticket.parameters)?;
+        // One pool for the query (every parameter row's execution).
+        let pool = self.options.memory.query_pool();
         let (schema, stream): (SchemaRef, BoxStream<'static, _>) = if rows.is_empty() {
             let planned = match self.planned.take(&ticket) {
                 Some(planned) => planned,
@@ -491,7 +525,7 @@ impl QueryEngine {
                 },
             };
             refuse_write_ticket(&planned.frame)?;
-            let stream = crate::query_report::execute(planned.frame, &observer).await?;
+            let stream = crate::query_report::execute(planned.frame, &pool, &observer).await?;
             (planned.schema, stream.map(|r| r.map_err(df_status)).boxed())
         } else {
             // Planned once; each row is bound and run when the previous one's results are
@@ -507,11 +541,12 @@ impl QueryEngine {
             let rows = Arc::new(rows);
             let stream = futures::stream::iter(0..rows.len())
                 .then(move |index| {
-                    let (unbound, rows, expected, observer) = (
+                    let (unbound, rows, expected, observer, pool) = (
                         unbound.clone(),
                         Arc::clone(&rows),
                         Arc::clone(&expected),
                         observer.clone(),
+                        Arc::clone(&pool),
                     );
                     async move {
                         let frame = rows
@@ -519,13 +554,14 @@ impl QueryEngine {
                             .and_then(|row| bind(unbound, row))
                             .and_then(|frame| same_result_type(frame, &expected));
                         match frame {
-                            Ok(frame) => match crate::query_report::execute(frame, &observer).await
-                            {
-                                Ok(s) => s.map(|r| r.map_err(df_status)).boxed(),
-                                Err(status) => {
-                                    futures::stream::once(async move { Err(status) }).boxed()
+                            Ok(frame) => {
+                                match crate::query_report::execute(frame, &pool, &observer).await {
+                                    Ok(s) => s.map(|r| r.map_err(df_status)).boxed(),
+                                    Err(status) => {
+                                        futures::stream::once(async move { Err(status) }).boxed()
+                                    }
                                 }
-                            },
+                            }
                             Err(status) => {
                                 futures::stream::once(async move { Err(status) }).boxed()
                             }

@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 use arrow::array::{Array, RecordBatch};
 use bytes::Bytes;
 use datafusion::dataframe::DataFrame;
-use datafusion::execution::SendableRecordBatchStream;
+use datafusion::execution::memory_pool::MemoryPool;
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use futures::stream::{BoxStream, Stream, StreamExt};
 use tonic::Status;
 use tracing::{Instrument, Span};
@@ -42,12 +44,14 @@ use crate::telemetry::{query_failed, query_id_hex, slow_query_threshold};
 pub const SLOW_SQL_CHARS: usize = 2000;
 
 /// Plans `frame` physically in the query's span (timed as planning stage `physical`: Iceberg
-/// scan planning), records the plan for the report, and starts it.
+/// scan planning), records the plan for the report, and starts it with the query's memory
+/// `pool` (`memory::ServerMemory::query_pool`; see [`query_task`]).
 pub async fn execute(
     frame: DataFrame,
+    pool: &Arc<dyn MemoryPool>,
     observer: &Observer,
 ) -> Result<SendableRecordBatchStream, Status> {
-    let task = Arc::new(frame.task_ctx());
+    let task = query_task(&frame, pool)?;
     let started = Instant::now();
     let plan = frame
         .create_physical_plan()
@@ -58,6 +62,22 @@ pub async fn execute(
     observer.scans.add(Arc::clone(&plan));
     let _entered = observer.span.enter();
     datafusion::physical_plan::execute_stream(plan, task).map_err(df_status)
+}
+
+/// The task context a statement's plan runs in: the frame's session (configuration,
+/// functions) with a runtime whose memory pool is the query's `pool` (the session's runtime
+/// shares its caches, object stores and disk manager, and has the server-wide pool:
+/// `engine`). Every operator, scan and write of the plan reserves from the task context's pool.
+pub fn query_task(
+    frame: &DataFrame,
+    pool: &Arc<dyn MemoryPool>,
+) -> Result<Arc<TaskContext>, Status> {
+    let task = frame.task_ctx();
+    let runtime = RuntimeEnvBuilder::from_runtime_env(&task.runtime_env())
+        .with_memory_pool(Arc::clone(pool))
+        .build_arc()
+        .map_err(df_status)?;
+    Ok(Arc::new(task.with_runtime(runtime)))
 }
 
 /// What [`execute`] needs of a report: its span and its plan collector (cheap to clone, for

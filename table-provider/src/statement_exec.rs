@@ -1,7 +1,9 @@
 //! [`StatementExec`]: the physical plan of a statement Petrel runs itself (Spark's DDL, `CALL`
 //! procedures, branch and tag statements). It runs the statement against the session that
 //! planned it when executed — and only then, never when the plan is built, prepared or
-//! explained — and returns the statement's one batch.
+//! explained — and returns the statement's one batch. The session runs with the task
+//! context's runtime (a server attaches each query's memory pool there, not to the session
+//! that plans).
 
 use std::any::Any;
 use std::fmt;
@@ -10,6 +12,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use datafusion::common::{DataFusionError, Result as DFResult};
+use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::SessionState;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, Partitioning};
@@ -98,7 +101,7 @@ impl ExecutionPlan for StatementExec {
     fn execute(
         &self,
         partition: usize,
-        _context: Arc<TaskContext>,
+        context: Arc<TaskContext>,
     ) -> DFResult<SendableRecordBatchStream> {
         if partition != 0 {
             return Err(DataFusionError::Internal(format!(
@@ -106,7 +109,16 @@ impl ExecutionPlan for StatementExec {
                 self.name
             )));
         }
-        let run = (self.run)(self.state.clone(), self.sql.clone());
+        // What the statement reads and writes counts in the executing query's memory pool.
+        let runtime = context.runtime_env();
+        let state = if Arc::ptr_eq(self.state.runtime_env(), &runtime) {
+            self.state.clone()
+        } else {
+            SessionStateBuilder::new_from_existing(self.state.clone())
+                .with_runtime_env(runtime)
+                .build()
+        };
+        let run = (self.run)(state, self.sql.clone());
         let stream = futures::stream::once(async move { Ok(run.await?) });
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             self.schema(),

@@ -42,7 +42,7 @@ use arrow_flight::{FlightDescriptor, FlightInfo, PollInfo};
 use bytes::Bytes;
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
-use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::MetricValue;
 use futures::StreamExt;
@@ -216,7 +216,7 @@ impl Polls {
     }
 
     /// Starts `planned` (the statement of `ticket`, a query) in the background under `slot`
-    /// and `registration`; answers the first poll.
+    /// and `registration`, with the query's memory `pool`; answers the first poll.
     pub(crate) async fn start(
         &self,
         tickets: Tickets<'_>,
@@ -224,6 +224,7 @@ impl Polls {
         planned: Planned,
         slot: Admitted,
         registration: Registration,
+        pool: Arc<dyn MemoryPool>,
     ) -> Result<PollInfo, Status> {
         self.expire();
         {
@@ -249,7 +250,7 @@ impl Polls {
         lock(&self.jobs).insert(ticket.query_id.clone(), Arc::clone(&job));
         let runner = Arc::clone(&job);
         tokio::spawn(async move {
-            let state = run(&runner, planned).await;
+            let state = run(&runner, planned, &pool).await;
             *lock(&runner.state) = state;
             // The slot and the registration (recorded finished, or cancelled) go here.
             drop((slot, registration));
@@ -352,14 +353,18 @@ impl Polls {
     }
 }
 
-/// Executes `planned`, keeping its batches within the query's memory; the job's final state.
-async fn run(job: &Job, planned: Planned) -> State {
+/// Executes `planned` with the query's memory `pool`, keeping its batches within it; the job's
+/// final state.
+async fn run(job: &Job, planned: Planned, pool: &Arc<dyn MemoryPool>) -> State {
     let cancelled = || {
         State::Failed(
             Error::Cancelled("query cancelled (CancelFlightInfo / CancelQuery)".into()).into(),
         )
     };
-    let task = Arc::new(planned.frame.task_ctx());
+    let task = match crate::query_report::query_task(&planned.frame, pool) {
+        Ok(task) => task,
+        Err(status) => return State::Failed(status),
+    };
     let plan = tokio::select! {
         plan = planned.frame.create_physical_plan() => match plan {
             Ok(plan) => plan,

@@ -146,8 +146,9 @@ impl FlightService for PetrelService {
                     let Some(registration) = engine.cancellations().start(&ticket.query_id) else {
                         return Err(Status::internal("a fresh query id was cancelled"));
                     };
+                    let pool = engine.options().memory.query_pool();
                     let info = polls
-                        .start(tickets, ticket, planned, slot, registration)
+                        .start(tickets, ticket, planned, slot, registration, pool)
                         .await?;
                     return Ok(Response::new(info));
                 }

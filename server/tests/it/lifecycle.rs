@@ -367,6 +367,47 @@ async fn memory_limit_fails_the_query_not_the_server() {
     assert_eq!(b[0].column(0).as_primitive::<Int64Type>().value(0), 2910);
 }
 
+/// The per-query limit holds for writes too: an INSERT and a CREATE TABLE AS (a statement
+/// Petrel runs itself, in the session that planned it) whose join needs more than the limit
+/// fail with RESOURCE_EXHAUSTED and write nothing. (Each statement's pool is attached when it
+/// executes, not to the session state that plans it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_limit_holds_for_inserts_and_create_table_as() {
+    let server = Petrel::start(&["--query-memory-limit", "2MiB"]);
+    let mut client = server.client().await;
+    let join =
+        "SELECT a.value AS v FROM range(1000000) a JOIN range(1000000) b ON a.value = b.value";
+    client
+        .execute_update("CREATE TABLE petrel.demo.sink (v BIGINT)".into(), None)
+        .await
+        .unwrap();
+    let e = to_status(
+        client
+            .execute_update(format!("INSERT INTO petrel.demo.sink {join}"), None)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e}");
+    let e = to_status(
+        client
+            .execute_update(format!("CREATE TABLE petrel.demo.copied AS {join}"), None)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e}");
+    let b = query(&mut client, "SELECT count(*) FROM petrel.demo.sink")
+        .await
+        .unwrap();
+    assert_eq!(b[0].column(0).as_primitive::<Int64Type>().value(0), 0);
+    // Under the limit, the same statements run.
+    let small = "SELECT a.value AS v FROM range(1000) a JOIN range(1000) b ON a.value = b.value";
+    let n = client
+        .execute_update(format!("INSERT INTO petrel.demo.sink {small}"), None)
+        .await
+        .unwrap();
+    assert_eq!(n, 1000);
+}
+
 #[test]
 fn refuses_unauthenticated_non_loopback_bind() {
     let out = Command::new(env!("CARGO_BIN_EXE_petrel"))

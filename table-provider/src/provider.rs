@@ -54,11 +54,12 @@ use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
 use crate::plan::{
     DeleteFileRef, DeleteKind, ManifestCache, Predicate, ScanPlan, ScanPlanner, ScanRequest,
+    SplitSettings, regroup,
 };
 use crate::scan::{
     FILE_PATH_COLUMN, FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory,
-    NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, ScanRecipe, metadata_statistics,
-    partitioned_file,
+    NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, ScanRecipe, TableRecipe,
+    metadata_statistics, partitioned_file,
 };
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 use crate::write::data_file_writer::WriteSettings;
@@ -89,6 +90,9 @@ pub struct IcebergTableProvider {
     /// For a replacement ([`Self::replacing`]): the table before it (`table` is the replacement
     /// staged on it) and what replaces it.
     replacement: Option<(LoadedTable, Arc<TableReplacement>)>,
+    /// Scans group their tasks by the table's `read.split.*` sizes, not the session's
+    /// partition count ([`Self::split_by_size`]).
+    split_by_size: bool,
 }
 
 impl IcebergTableProvider {
@@ -129,6 +133,7 @@ impl IcebergTableProvider {
             upsert: false,
             read_filters: None,
             replacement: None,
+            split_by_size: false,
         })
     }
 
@@ -211,6 +216,45 @@ impl IcebergTableProvider {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
         (!filters.is_empty()).then(|| Predicate::or(filters))
+    }
+
+    /// This table with its scans' tasks grouped as Iceberg groups them for Spark
+    /// ([`crate::plan::plan_task_groups`] with the table's `read.split.target-size`,
+    /// `read.split.open-file-cost` and `read.split.planning-lookback`): one output partition
+    /// per group, however many cores the planning process has. What a cluster runs: each
+    /// partition is a task an executor runs.
+    pub fn split_by_size(&self) -> Self {
+        Self {
+            split_by_size: true,
+            ..self.clone()
+        }
+    }
+
+    /// How to open this table again elsewhere (a distributed engine's scheduler): `None` for
+    /// a provider that is more than a read of the table at a snapshot (a replacement, an
+    /// upsert target, a copy-on-write rewrite's file subset, a row-level write's recorded
+    /// scans).
+    pub fn table_recipe(&self) -> Option<TableRecipe> {
+        if self.only_files.is_some()
+            || self.upsert
+            || self.read_filters.is_some()
+            || self.replacement.is_some()
+        {
+            return None;
+        }
+        Some(TableRecipe {
+            namespace: self.table.ident().namespace.levels().to_vec(),
+            name: self.table.ident().name.clone(),
+            metadata_location: self.table.metadata_location().to_string(),
+            moved: self
+                .table
+                .io()
+                .locations()
+                .rewrite()
+                .map(|(from, to)| (from.to_string(), to.to_string())),
+            selector: self.selector.clone(),
+            positional: self.positional_schema.is_some(),
+        })
     }
 
     /// Whether an INSERT into this table is an upsert ([`Self::upsert`], or the table's
@@ -490,6 +534,10 @@ impl TableProvider for IcebergTableProvider {
                 tasks.retain(|task| only.contains(&task.file.path));
             }
             plan.partitions.retain(|tasks| !tasks.is_empty());
+        }
+        if self.split_by_size {
+            let settings = SplitSettings::from_properties(self.table.metadata().properties());
+            plan = regroup(plan, &settings);
         }
         let scan = self
             .scan_planned(state, &plan, projection, filters, limit, true)

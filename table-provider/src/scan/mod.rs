@@ -21,5 +21,5 @@ pub(crate) use nan_safe_stats::{NanFreeColumns, NanSafeReaderFactory};
 pub use narrow_rule::NarrowStructColumns;
 pub use reader::NamedFileReaderFactory;
 pub(crate) use reader::partitioned_file;
-pub use recipe::ScanRecipe;
+pub use recipe::{ScanRecipe, TableRecipe};
 pub use schema_mapping::{FieldIdAdapterFactory, FieldIdCastExpr, adapt_array};

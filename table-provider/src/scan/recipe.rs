@@ -8,7 +8,8 @@
 //! [`ScanRecipe::open`] re-reads the metadata file (through a [`MetadataCache`]) and returns a
 //! provider whose [`IcebergTableProvider::scan_plan`] builds the scan of exactly these tasks:
 //! no planning happens twice, and merge-on-read, schema mapping by field id and struct leaf
-//! projection run as they do locally.
+//! projection run as they do locally. [`TableRecipe`] is the table half of it (metadata file,
+//! snapshot selection), what a logical plan ships for a table a scheduler plans itself.
 
 use std::sync::Arc;
 
@@ -97,9 +98,60 @@ impl ScanRecipe {
         }
     }
 
+    /// The table this recipe's scan read, at the same snapshot selection.
+    pub fn table_recipe(&self) -> TableRecipe {
+        TableRecipe {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            metadata_location: self.metadata_location.clone(),
+            moved: self.moved.clone(),
+            selector: self.selector.clone(),
+            positional: self.positional,
+        }
+    }
+
     /// The table provider this recipe's scan was built by: the metadata file read through
     /// `stores` (parsed once per `metadata` cache), at the same snapshot selection, with
     /// `planner`'s caches (delete files, manifests) for merge-on-read.
+    pub async fn open(
+        &self,
+        stores: &StoreRegistry,
+        metadata: &MetadataCache,
+        planner: Arc<ScanPlanner>,
+    ) -> Result<IcebergTableProvider> {
+        self.table_recipe().open(stores, metadata, planner).await
+    }
+}
+
+/// How a table provider for reading was opened ([`IcebergTableProvider::table_recipe`]): the
+/// metadata file, the snapshot selection and whether the scan is positional. Another process
+/// (a distributed engine's scheduler) opens the same table at the same snapshot from it with
+/// [`Self::open`], through its own stores: no catalog, no credentials travel with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRecipe {
+    /// The table's namespace levels.
+    pub namespace: Vec<String>,
+    /// The table's name.
+    pub name: String,
+    /// The metadata file the table was loaded from.
+    pub metadata_location: String,
+    /// Where the table's files are when it was moved: (recorded prefix, actual prefix).
+    pub moved: Option<(String, String)>,
+    /// The snapshot selection read.
+    pub selector: SnapshotSelector,
+    /// A positional scan (file path and position columns appended).
+    pub positional: bool,
+}
+
+impl TableRecipe {
+    /// The table's name.
+    pub fn ident(&self) -> TableIdent {
+        TableIdent::new(Namespace::new(self.namespace.clone()), self.name.clone())
+    }
+
+    /// The table provider this recipe describes: the metadata file read through `stores`
+    /// (parsed once per `metadata` cache), at the same snapshot selection, with `planner`'s
+    /// caches (delete files, manifests) for merge-on-read.
     pub async fn open(
         &self,
         stores: &StoreRegistry,

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use crate::shipped_scan::{ExecutorScans, ShippedScanExec};
 
 /// The first bytes of an encoded scan (format and version).
-const SCAN_MAGIC: &[u8] = b"petrel-scan/1\n";
+pub(crate) const SCAN_MAGIC: &[u8] = b"petrel-scan/1\n";
 
 /// The `PhysicalExtensionCodec` for Petrel's plan nodes; decoded scans read through `scans`.
 #[derive(Debug, Clone)]
@@ -106,7 +106,7 @@ impl PhysicalExtensionCodec for PetrelPhysicalCodec {
 /// A snapshot selection as encoded.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum WireSelector {
+pub(crate) enum WireSelector {
     Current,
     Id(i64),
     Ref(String),

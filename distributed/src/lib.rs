@@ -50,8 +50,8 @@
 //! leaves that to the caller. The costs are Ballista's: a `LogicalExtensionCodec` for the
 //! Iceberg table provider (the scheduler plans; it re-opens the table from its catalog
 //! configuration, metadata location and snapshot id), and shuffle files on executor disks.
-//! Nothing here depends on Ballista yet: the codec and the executor-side scan are the part
-//! both engines need, so the choice stays cheap to revisit.
+//! The codec and the executor-side scan are the part both engines need; only
+//! [`cluster_codec`], [`front_end`], [`scheduler`] and [`executor`] depend on Ballista.
 //!
 //! # Task groups for a cluster
 //!
@@ -62,49 +62,53 @@
 //! A data file's byte ranges may run on different executors: position deletes and deletion
 //! vectors apply by absolute row position within the file (tested across two executors).
 //!
-//! # What the Ballista side still needs (issue #15)
+//! # The Ballista side
 //!
-//! - **Executors** (`petrel executor`): `ballista_executor::executor_process::start_executor_process`
-//!   with an `ExecutorProcessConfig` whose `override_physical_codec` is a composite codec:
-//!   Petrel's nodes (encodings starting `petrel-scan/1`) through [`PetrelPhysicalCodec`], the
-//!   rest (shuffle readers and writers) through Ballista's `BallistaPhysicalExtensionCodec`,
-//!   which in 53.0 has no slot for a user codec and fails on bytes not its own. The same
-//!   composite goes to the scheduler. The executor's runtime is built from Petrel's store configuration
-//!   ([`ExecutorScans`] from a `StoreRegistry`: `StoreConfig::from_env` / the config file), so
-//!   that credentials stay in executor configuration. Until then only the codec and the
-//!   executor-side scan exist.
-//! - **Scheduler**: Ballista's own, but it plans from the *logical* plan the client sends, so
-//!   the Iceberg table provider needs a `LogicalExtensionCodec`: a `TableScan` of an
-//!   `IcebergTableProvider` encoded as catalog name + table identifier + metadata location +
-//!   snapshot selector (and the positional / only-files flags), decoded by re-opening the table
-//!   from the scheduler's catalog configuration at that metadata location (not the catalog's
-//!   current one: the query's snapshot stays the one the front end resolved). Its physical
-//!   planning then produces `IcebergScanExec`s with recipes, which this codec ships; the
-//!   scheduler's session must register Petrel's optimizer rules (`SignedZeroEquality`,
-//!   `NestedValuesTypes`, `NarrowStructColumns`) for the same plans as local ones, and a rule
-//!   regrouping scans by [`plan_task_groups`](petrel_table_provider::plan::plan_task_groups)
-//!   instead of the scheduler's core count.
-//! - **Front end**: `petrel serve --engine ballista://host:port` (a `QueryExecutor` that sends
-//!   the logical plan to the scheduler and streams the job's result partitions to DoGet), the
-//!   planned-bytes threshold for staying local, job cancellation on a cancelled query.
-//! - **Not yet shippable**: change feeds (`TableChangesExec`), metadata tables
-//!   (`MetadataScanExec`) and writes fail to encode with an error naming the node; scans built
-//!   from `scan_plan` (change planning, DML) carry no recipe. The `DataSourceExec` child DataFusion
-//!   encodes next to a scan is decoded on the executor only to be dropped; decoding it needs
-//!   the data's object store registered in the executor's `RuntimeEnv` (local files always
-//!   are), so executors for S3 tables should register Petrel's stores there, or the front end
-//!   replace each `IcebergScanExec` by an unbuilt [`ShippedScanExec`] before encoding.
-//! - Tests with a real scheduler and two executor processes, the executor-kill test, the
-//!   benchmark, the README section and the docker-compose profile.
+//! ```text
+//! petrel serve --engine ballista://S   petrel scheduler (S)             petrel executor × N
+//!   plans locally; big reads only:       ClusterTable::scan: opens the    ShippedScanExec: the
+//!   DistributedQueryExec(logical plan) ─▶ table at the front end's      ─▶ recipe's scan, with
+//!   ◀── result partitions (Flight) ────── snapshot, splits by size,        this executor's
+//!                                         ShipScans, stages                stores and caches
+//! ```
+//!
+//! - [`front_end`]: [`ClusterEngine`] wraps the server's query planner: a read of Iceberg
+//!   tables whose scans select at least `--cluster-min-bytes` goes to the scheduler as
+//!   Ballista's `DistributedQueryExec` (inside a [`ClusterQueryExec`] that cancels the job when
+//!   the client cancels or goes away); everything else runs locally.
+//! - [`cluster_codec`]: [`ClusterLogicalCodec`] (an Iceberg table travels as its
+//!   [`TableRecipe`](petrel_table_provider::scan::TableRecipe) and becomes a [`ClusterTable`] on
+//!   the scheduler) and [`ClusterPhysicalCodec`] (Petrel's scans through
+//!   [`PetrelPhysicalCodec`], shuffles through Ballista's codec).
+//! - [`scheduler`] / [`executor`]: `petrel scheduler` and `petrel executor`, Ballista's own
+//!   scheduler and executor processes with those codecs, Petrel's optimizer rules
+//!   ([`ShipScans`] last) and the stores of their own configuration: credentials stay in each
+//!   process's configuration, never in plans.
+//!
+//! **Not shippable** (they run on the front end): change feeds (`TableChangesExec`), metadata
+//! tables (`MetadataScanExec`), writes, DDL, procedures and `EXPLAIN`; scans built from
+//! `scan_plan` (change planning, DML) carry no recipe.
 //!
 //! Dependency rules: `petrel-table-provider` never depends on prost or tonic, so the codec
 //! (`datafusion-proto`, prost) lives in this crate; the table provider only remembers each
 //! scan's recipe (plain data).
 
+pub mod cluster_codec;
+pub mod cluster_table;
 pub mod codec;
+pub mod executor;
+pub mod front_end;
+pub mod scheduler;
+pub mod ship_scans;
 pub mod shipped_scan;
 
+pub use cluster_codec::{ClusterLogicalCodec, ClusterPhysicalCodec};
+pub use cluster_table::ClusterTable;
 pub use codec::PetrelPhysicalCodec;
+pub use executor::{ExecutorOptions, run_executor};
+pub use front_end::{ClusterEngine, ClusterQueryExec, DEFAULT_MIN_PLANNED_BYTES};
+pub use scheduler::{SchedulerOptions, run_scheduler};
+pub use ship_scans::ShipScans;
 pub use shipped_scan::{ExecutorScans, ShippedScanExec};
 
 #[doc(no_inline)]

@@ -26,8 +26,8 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 use petrel_table_provider::catalog::MetadataCache;
 use petrel_table_provider::io::StoreRegistry;
-use petrel_table_provider::scan::ScanRecipe;
-use petrel_table_provider::{IcebergScanExec, LeafProjection, ScanPlanner};
+use petrel_table_provider::scan::{ScanRecipe, TableRecipe};
+use petrel_table_provider::{IcebergScanExec, IcebergTableProvider, LeafProjection, ScanPlanner};
 use tokio::sync::OnceCell;
 
 /// What a process that runs shipped scans reads them with: its object stores (from its own
@@ -53,6 +53,13 @@ impl ExecutorScans {
             metadata: MetadataCache::default(),
             planner,
         }
+    }
+
+    /// The table `recipe` describes, opened through this process's stores and caches.
+    pub async fn open(&self, recipe: &TableRecipe) -> DFResult<IcebergTableProvider> {
+        Ok(recipe
+            .open(&self.stores, &self.metadata, Arc::clone(&self.planner))
+            .await?)
     }
 
     /// The scan `recipe` describes, built in this process for `context`.

@@ -73,9 +73,9 @@ Settings come from flags, then PETREL_* environment variables, then the TOML fil
 --print-default` prints every TOML key with its default; docs/configuration.md describes them.
 
 Logging goes to stderr as text or JSON lines (--log-format); RUST_LOG filters it (default:
-warn,petrel=info,petrel_server=info). Each query logs one line: `query` when it finished,
-`query failed` with its gRPC code otherwise, plus `slow query` when it took --slow-query-ms or
-more. --metrics-addr serves Prometheus metrics at http://ADDR/metrics; the Flight port also
+warn,petrel=info,petrel_server=info,petrel_distributed=info). Each query logs one line:
+`query` when it finished, `query failed` with its gRPC code otherwise, plus `slow query` when
+it took --slow-query-ms or more. --metrics-addr serves Prometheus metrics at http://ADDR/metrics; the Flight port also
 answers the gRPC health service (grpc.health.v1.Health).
 
 With no catalog configured, petrel serves the embedded demo warehouse ./petrel-warehouse
@@ -112,6 +112,11 @@ pub enum Command {
         #[arg(long, env = "PETREL_PASSWORD", hide_env_values = true)]
         password: Option<String>,
     },
+    /// Run a Ballista scheduler with Petrel's codecs: the cluster `petrel serve --engine
+    /// ballista://HOST:PORT` sends big reads to.
+    Scheduler(crate::cluster_commands::SchedulerArgs),
+    /// Run a Ballista executor with Petrel's codecs and stores; it registers with a scheduler.
+    Executor(crate::cluster_commands::ExecutorArgs),
     /// Configuration helpers.
     Config {
         /// Print a commented TOML file with every key at its default (for `--config`).
@@ -241,6 +246,16 @@ pub struct ServeArgs {
     /// Iceberg scans (0: every query) [default: 5000].
     #[arg(long, env = "PETREL_SLOW_QUERY_MS")]
     pub slow_query_ms: Option<u64>,
+
+    /// Send big reads of Iceberg tables to a Ballista cluster: `ballista://HOST:PORT`, its
+    /// scheduler (`petrel scheduler`) [default: none: every query runs here].
+    #[arg(long, env = "PETREL_ENGINE")]
+    pub engine: Option<String>,
+
+    /// With --engine: queries whose Iceberg scans select fewer bytes of data files run here,
+    /// e.g. `64MiB` (0: every read of Iceberg tables goes to the cluster) [default: 256MiB].
+    #[arg(long, env = "PETREL_CLUSTER_MIN_BYTES")]
+    pub cluster_min_bytes: Option<String>,
 }
 
 /// The TOML file's shape.
@@ -281,6 +296,10 @@ pub struct FileConfig {
     pub log_format: Option<LogFormat>,
     /// Slow-query threshold in milliseconds.
     pub slow_query_ms: Option<u64>,
+    /// A Ballista cluster for big reads (`ballista://HOST:PORT`).
+    pub engine: Option<String>,
+    /// Reads selecting fewer bytes stay local (`256MiB`).
+    pub cluster_min_bytes: Option<String>,
     /// Catalogs.
     #[serde(default, rename = "catalog")]
     pub catalogs: Vec<CatalogConfig>,
@@ -566,6 +585,8 @@ pub struct ServerConfig {
     pub log_format: LogFormat,
     /// Queries this slow (milliseconds) are logged as `slow query`.
     pub slow_query_ms: u64,
+    /// The Ballista cluster big reads go to (None: every query runs here).
+    pub engine: Option<petrel_distributed::ClusterEngine>,
 }
 
 /// Default listen address.
@@ -652,6 +673,13 @@ log_format = "text"
 # their SQL (cut to 2000 characters), duration, rows, bytes and Iceberg scans (snapshot,
 # manifests and files pruned, delete files applied) (PETREL_SLOW_QUERY_MS). 0: every query.
 slow_query_ms = 5000
+
+# A Ballista cluster (its scheduler, `petrel scheduler`) that big reads of Iceberg tables go to
+# (PETREL_ENGINE, --engine): a query that only reads Iceberg tables and whose scans select at
+# least cluster_min_bytes of data files (PETREL_CLUSTER_MIN_BYTES) runs there; everything else
+# (small queries, writes, DDL, metadata tables, change feeds) runs here. Default: none.
+# engine = "ballista://127.0.0.1:50050"
+cluster_min_bytes = "256MiB"
 
 # Catalogs, in order (none: the embedded default). `--warehouse DIR` (PETREL_WAREHOUSE) adds a
 # filesystem catalog named `iceberg`.
@@ -811,6 +839,21 @@ impl ServeArgs {
         if max_sessions == 0 {
             return Err("max_sessions must be at least 1".into());
         }
+        let cluster_min_bytes = match self
+            .cluster_min_bytes
+            .clone()
+            .or(file.cluster_min_bytes.clone())
+        {
+            Some(text) => parse_bytes(&text)? as u64,
+            None => petrel_distributed::DEFAULT_MIN_PLANNED_BYTES,
+        };
+        let engine = match self.engine.clone().or(file.engine.clone()) {
+            Some(url) => Some(petrel_distributed::ClusterEngine::parse(
+                &url,
+                cluster_min_bytes,
+            )?),
+            None => None,
+        };
         Ok(ServerConfig {
             bind,
             catalogs,
@@ -852,6 +895,7 @@ impl ServeArgs {
                 .slow_query_ms
                 .or(file.slow_query_ms)
                 .unwrap_or(crate::telemetry::DEFAULT_SLOW_QUERY_MS),
+            engine,
         })
     }
 }

@@ -89,6 +89,8 @@ pub struct EngineOptions {
     pub queue_timeout: Duration,
     /// Refuse every write (`--read-only`).
     pub read_only: bool,
+    /// The Ballista cluster big reads go to (`--engine`; None: every query runs here).
+    pub cluster: Option<petrel_distributed::ClusterEngine>,
 }
 
 impl Default for EngineOptions {
@@ -100,6 +102,7 @@ impl Default for EngineOptions {
             max_concurrent_queries: 16,
             queue_timeout: Duration::from_secs(30),
             read_only: false,
+            cluster: None,
         }
     }
 }
@@ -166,7 +169,10 @@ impl QueryEngine {
             .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
             .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
             .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
-            .with_query_planner(Arc::new(PetrelQueryPlanner))
+            .with_query_planner(match &options.cluster {
+                Some(cluster) => cluster.query_planner(Arc::new(PetrelQueryPlanner)),
+                None => Arc::new(PetrelQueryPlanner),
+            })
             .with_analyzer_rule(Arc::new(RowLevelDml::new()))
             .with_analyzer_rule(Arc::new(TruthfulNumericPrecision))
             .with_table_factories(HashMap::new())

@@ -46,6 +46,7 @@
 pub mod admission;
 pub mod auth;
 pub mod cancellation;
+pub mod cluster_commands;
 pub mod config;
 pub mod demo;
 pub mod engine;

@@ -44,8 +44,52 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         }
+        Some(Command::Scheduler(args)) => {
+            petrel_server::telemetry::init(args.log_format.unwrap_or_default());
+            match args.resolve() {
+                Ok(options) => run("scheduler", petrel_distributed::run_scheduler(options)),
+                Err(e) => {
+                    eprintln!("petrel scheduler: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Some(Command::Executor(args)) => {
+            petrel_server::telemetry::init(args.log_format.unwrap_or_default());
+            match args.resolve() {
+                Ok(options) => run("executor", petrel_distributed::run_executor(options)),
+                Err(e) => {
+                    eprintln!("petrel executor: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Some(Command::Serve(args)) => serve(*args),
         None => serve(cli.serve),
+    }
+}
+
+/// Runs a cluster process (`petrel scheduler`, `petrel executor`) until it stops.
+fn run<E: std::fmt::Display>(
+    what: &str,
+    process: impl std::future::Future<Output = Result<(), E>>,
+) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("petrel {what}: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(process) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("petrel {what}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

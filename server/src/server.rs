@@ -173,6 +173,7 @@ pub async fn build_engine(
             max_concurrent_queries: cfg.max_concurrent_queries,
             queue_timeout: Duration::from_secs(cfg.queue_timeout_secs),
             read_only: cfg.read_only,
+            cluster: cfg.engine.clone(),
         },
     );
     Ok((

@@ -51,11 +51,17 @@ pub fn slow_query_threshold() -> Duration {
     Duration::from_millis(SLOW_QUERY_MS.load(Ordering::Relaxed))
 }
 
+/// What is logged when `RUST_LOG` is unset. Ballista's scheduler logs an error for every stage
+/// whose metrics it cannot lay over its plan, which Petrel's shipped scans (metrics of the scan
+/// rebuilt on the executor) always are: that line is noise, not a failure.
+pub const DEFAULT_LOG_FILTER: &str =
+    "warn,petrel=info,petrel_server=info,petrel_distributed=info,ballista_scheduler::display=off";
+
 /// Installs the global subscriber (once; later calls are ignored). Text has colours only when
 /// stderr is a terminal, so log files and `docker logs` hold plain text.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("warn,petrel=info,petrel_server=info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -1,0 +1,80 @@
+//! `petrel executor`: Ballista's executor with Petrel's codecs, stores and caches.
+//!
+//! It registers with a scheduler (`petrel scheduler`), runs the tasks it is given and serves
+//! their shuffle output over Arrow Flight. Petrel's scans arrive as
+//! [`ShippedScanExec`](crate::ShippedScanExec)s and read through this executor's own stores —
+//! configured here, never sent in plans — with metadata, manifest and delete-file caches
+//! shared by every task the executor runs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballista_core::config::TaskSchedulingPolicy;
+use ballista_core::error::Result as BallistaResult;
+use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+use petrel_table_provider::io::StoreRegistry;
+
+use crate::cluster_codec::{ClusterLogicalCodec, ClusterPhysicalCodec};
+use crate::shipped_scan::ExecutorScans;
+
+/// How to run an executor.
+#[derive(Debug, Clone)]
+pub struct ExecutorOptions {
+    /// Host the executor's services bind to.
+    pub bind_host: String,
+    /// Host name the scheduler and clients reach this executor by (default: the bind host).
+    pub external_host: Option<String>,
+    /// Port of the Arrow Flight service (shuffle and result partitions).
+    pub flight_port: u16,
+    /// Port of the gRPC service the scheduler pushes tasks to.
+    pub grpc_port: u16,
+    /// The scheduler's host.
+    pub scheduler_host: String,
+    /// The scheduler's port.
+    pub scheduler_port: u16,
+    /// Tasks run at once (0: one per core).
+    pub concurrent_tasks: usize,
+    /// Directory for shuffle files (default: a temporary directory).
+    pub work_dir: Option<String>,
+    /// Memory all tasks together may use, split evenly between task slots (default: no limit).
+    pub memory_limit: Option<u64>,
+    /// How often the executor tells the scheduler it is alive.
+    pub heartbeat: Duration,
+    /// The stores table files are read through.
+    pub stores: StoreRegistry,
+}
+
+/// Runs the executor until the process is stopped (or the scheduler stops it).
+pub async fn run_executor(options: ExecutorOptions) -> BallistaResult<()> {
+    let scans = ExecutorScans::new(options.stores.clone());
+    let config = ExecutorProcessConfig {
+        bind_host: options.bind_host.clone(),
+        external_host: Some(
+            options
+                .external_host
+                .clone()
+                .unwrap_or_else(|| options.bind_host.clone()),
+        ),
+        port: options.flight_port,
+        grpc_port: options.grpc_port,
+        scheduler_host: options.scheduler_host.clone(),
+        scheduler_port: options.scheduler_port,
+        concurrent_tasks: options.concurrent_tasks,
+        work_dir: options.work_dir.clone(),
+        memory_pool_size: options.memory_limit,
+        executor_heartbeat_interval_seconds: options.heartbeat.as_secs().max(1),
+        print_thread_info: false,
+        // As the scheduler (`petrel scheduler`) expects: executors pull their tasks.
+        task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
+        override_logical_codec: Some(Arc::new(ClusterLogicalCodec::new(scans.clone()))),
+        override_physical_codec: Some(Arc::new(ClusterPhysicalCodec::new(scans))),
+        ..ExecutorProcessConfig::default()
+    };
+    tracing::info!(
+        flight_port = options.flight_port,
+        grpc_port = options.grpc_port,
+        scheduler = %format!("{}:{}", options.scheduler_host, options.scheduler_port),
+        "Ballista executor (Petrel's codecs) starting"
+    );
+    start_executor_process(Arc::new(config)).await
+}

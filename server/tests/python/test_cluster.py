@@ -1,0 +1,195 @@
+"""Issue #15: Petrel's Iceberg scans on a Ballista cluster of real processes on 127.0.0.1 —
+`petrel scheduler`, two `petrel executor`s, and `petrel serve --engine ballista://...` in
+front — queried over Flight SQL with the real ADBC driver.
+
+- The whole fixture corpus (every table, snapshot, ref and recorded query; position deletes,
+  deletion vectors, equality deletes) gives through the cluster exactly the checks it gives
+  on a server without one (`check_corpus.py`, Spark's answers), and the queries really ran
+  there (the front end logs each query it sends).
+- With `--cluster-min-bytes` above what a query selects, it runs locally.
+- An executor killed (SIGKILL) while it runs one of a query's tasks: the scheduler takes it as
+  lost after its timeout (5 s here) and runs its tasks again on the other one; the answer is
+  the exact one (or, had the retry been impossible, a clear error; never a hang).
+"""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from adbc_driver_flightsql import dbapi as flight_sql
+
+from conftest import REPO, Petrel, petrel_bin
+
+CHECK_CORPUS = REPO.parent / "shared" / "fixtures" / "check_corpus.py"
+JOIN = (
+    "SELECT count(*), sum(a.id + b.id) FROM iceberg.db.v2_mor a "
+    "JOIN iceberg.db.v2_mor b ON a.id % 2 = b.id % 2"
+)
+SENT = "query sent to the Ballista cluster"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """A scheduler and two executors, each its own `petrel` process."""
+
+    def __init__(self):
+        self.dir = Path(tempfile.mkdtemp(prefix="petrel-cluster-"))
+        self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PETREL_")}
+        env["RUST_LOG"] = "warn,petrel_distributed=info,ballista_scheduler=info,ballista_executor=info"
+        self.procs = {}
+        self.logs = {}
+        self._start("scheduler", ["scheduler", "--bind", f"127.0.0.1:{self.port}",
+                                  "--executor-timeout-secs", "5"], env)
+        self._wait_listening()
+        for name in ("executor1", "executor2"):
+            self._start(name, ["executor", "--scheduler", f"127.0.0.1:{self.port}",
+                               "--flight-port", str(free_port()), "--grpc-port", str(free_port()),
+                               "--concurrent-tasks", "2", "--heartbeat-secs", "1",
+                               "--work-dir", str(self.dir / name)], env)
+        # Executors pull their tasks: each is ready once it polls the scheduler.
+        deadline = time.time() + 60
+        while not all("Starting poll work loop" in self.log(n) for n in ("executor1", "executor2")):
+            self._alive()
+            if time.time() > deadline:
+                raise RuntimeError("executors did not start:\n" + self.log("executor1"))
+            time.sleep(0.1)
+
+    def _start(self, name, args, env):
+        (self.dir / name).mkdir(exist_ok=True)
+        self.logs[name] = self.dir / f"{name}.log"
+        with open(self.logs[name], "w") as log:
+            self.procs[name] = subprocess.Popen([petrel_bin(), *args], stdin=subprocess.DEVNULL,
+                                                stdout=subprocess.DEVNULL, stderr=log, env=env)
+
+    def _wait_listening(self):
+        deadline = time.time() + 60
+        while True:
+            self._alive()
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if time.time() > deadline:
+                    raise RuntimeError("the scheduler did not listen:\n" + self.log("scheduler"))
+                time.sleep(0.1)
+
+    def _alive(self):
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited: {self.log(name)}")
+
+    def log(self, name) -> str:
+        return self.logs[name].read_text()
+
+    def engine(self) -> str:
+        return f"ballista://127.0.0.1:{self.port}"
+
+    def stop(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture
+def cluster():
+    c = Cluster()
+    yield c
+    c.stop()
+
+
+def check_corpus(uri: str, corpus: Path) -> list[str]:
+    out = subprocess.run([sys.executable, str(CHECK_CORPUS), "--uri", uri, "--corpus", str(corpus),
+                          "--timeout", "120"], stdout=subprocess.PIPE, text=True, timeout=900)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0, out.stdout[-3000:]
+    summary = re.fullmatch(r"(\d+) passed, (\d+) failed", lines[-1])
+    assert summary, lines[-5:]
+    assert summary.group(2) == "0", [line for line in lines if line.startswith("FAIL")]
+    # "PASS <table> <check> <detail> (<seconds>)": the checks, without the timing.
+    return sorted(" ".join(line.split()[:3]) for line in lines if line.startswith("PASS"))
+
+
+def query(uri: str, sql: str):
+    with flight_sql.connect(uri, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchall()
+
+
+def test_corpus_through_the_cluster_matches_local(cluster, corpus, corpus_server, start_petrel):
+    local = check_corpus(corpus_server.uri, corpus)
+    front = start_petrel("--warehouse", str(corpus / "warehouse"), "--engine", cluster.engine(),
+                         "--cluster-min-bytes", "0")
+    remote = check_corpus(front.uri, corpus)
+    assert remote == local
+    assert len(local) > 60
+    sent = front.log().count(SENT)
+    # Each check is one query; a few are answered from the manifests alone (no scan to send).
+    assert len(local) - 10 <= sent <= len(local), sent
+    assert cluster.log("scheduler").count("job submitted") == sent
+
+
+def test_small_queries_stay_local(cluster, corpus, start_petrel):
+    front = start_petrel("--warehouse", str(corpus / "warehouse"), "--engine", cluster.engine(),
+                         "--cluster-min-bytes", "1GiB")
+    assert query(front.uri, JOIN) == [(3704436, 11132156616)]
+    assert front.log().count(SENT) == 0
+    assert cluster.log("scheduler").count("job submitted") == 0
+
+
+def test_executor_killed_mid_query_is_retried(cluster, corpus, start_petrel):
+    front = start_petrel("--warehouse", str(corpus / "warehouse"), "--engine", cluster.engine(),
+                         "--cluster-min-bytes", "0")
+    result = {}
+
+    def run():
+        try:
+            result["rows"] = query(front.uri, JOIN)
+        except Exception as e:  # noqa: BLE001 - the outcome is checked below
+            result["error"] = str(e)
+
+    executors = ("executor1", "executor2")
+    before = {name: cluster.log(name).count("Received task") for name in executors}
+    started = time.time()
+    worker = threading.Thread(target=run)
+    worker.start()
+    # Kill the first executor that is handed one of the query's tasks, while it runs it.
+    deadline = time.time() + 60
+    victim = None
+    while victim is None:
+        assert time.time() < deadline, cluster.log("scheduler")
+        victim = next((n for n in executors if cluster.log(n).count("Received task") > before[n]),
+                      None)
+        time.sleep(0.005)
+    cluster.procs[victim].send_signal(signal.SIGKILL)
+    cluster.procs[victim].wait()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "the query hung after an executor was killed"
+    # Either the tasks ran again on the other executor (the exact answer), or a clear error.
+    if "rows" in result:
+        assert result["rows"] == [(3704436, 11132156616)]
+        # The scheduler noticed the loss and ran the lost tasks again.
+        assert "on lost Executor" in cluster.log("scheduler"), cluster.log("scheduler")[-3000:]
+    else:
+        assert "Ballista cluster" in result["error"], result["error"]
+    assert time.time() - started < 120
+    assert front.log().count(SENT) == 1

@@ -7,6 +7,8 @@ front — queried over Flight SQL with the real ADBC driver.
   on a server without one (`check_corpus.py`, Spark's answers), and the queries really ran
   there (the front end logs each query it sends).
 - With `--cluster-min-bytes` above what a query selects, it runs locally.
+- A query cancelled by the client (CancelFlightInfo) cancels its job on the scheduler, which
+  stops its tasks: the executors run the next query at once.
 - An executor killed (SIGKILL) while it runs one of a query's tasks: the scheduler takes it as
   lost after its timeout (5 s here) and runs its tasks again on the other one; the answer is
   the exact one (or, had the retry been impossible, a clear error; never a hang).
@@ -193,3 +195,47 @@ def test_executor_killed_mid_query_is_retried(cluster, corpus, start_petrel):
         assert "Ballista cluster" in result["error"], result["error"]
     assert time.time() - started < 120
     assert front.log().count(SENT) == 1
+
+
+def test_cancelled_query_cancels_its_cluster_job(cluster, corpus, start_petrel):
+    front = start_petrel("--warehouse", str(corpus / "warehouse"), "--engine", cluster.engine(),
+                         "--cluster-min-bytes", "0")
+    # 2706^3 joined rows: runs far longer than the test unless cancelled.
+    endless = ("SELECT count(*) FROM iceberg.db.v2_mor a JOIN iceberg.db.v2_mor b ON a.id % 1 = b.id % 1 "
+               "JOIN iceberg.db.v2_mor c ON b.id % 1 = c.id % 1")
+    errors = []
+    with flight_sql.connect(front.uri, autocommit=True) as conn:
+        cur = conn.cursor()
+
+        def run():
+            try:
+                cur.execute(endless)
+                cur.fetchall()
+            except Exception as e:  # noqa: BLE001 - the outcome is checked below
+                errors.append(str(e))
+
+        worker = threading.Thread(target=run)
+        worker.start()
+        # Cancel once the job's tasks run on the executors.
+        deadline = time.time() + 60
+        while not (re.search(r"job submitted .*job_id: (\w+)", cluster.log("scheduler"))
+                   and any("Received task" in cluster.log(n) for n in ("executor1", "executor2"))):
+            assert time.time() < deadline and worker.is_alive(), (errors, cluster.log("scheduler")[-3000:])
+            time.sleep(0.05)
+        job = re.search(r"job submitted .*job_id: (\w+)", cluster.log("scheduler")).group(1)
+        time.sleep(1.0)
+        cur.adbc_cancel()
+        worker.join(timeout=30)
+        assert not worker.is_alive(), "the cancelled query did not return"
+        assert errors and "cancel" in errors[0].lower(), errors
+        cur.close()
+    # The front end cancelled the job on the scheduler, which stopped its tasks.
+    deadline = time.time() + 30
+    while f"Job {job} Cancelled" not in cluster.log("scheduler"):
+        assert time.time() < deadline, cluster.log("scheduler")[-3000:]
+        time.sleep(0.1)
+    assert f"Received cancellation request for job {job}" in cluster.log("scheduler")
+    # The executors' slots are free again: the next query runs and is exact.
+    started = time.time()
+    assert query(front.uri, JOIN) == [(3704436, 11132156616)]
+    assert time.time() - started < 60

@@ -40,13 +40,25 @@ pub struct SchedulerOptions {
     /// An executor silent (no heartbeat) this long is taken as lost: its tasks run again
     /// elsewhere.
     pub executor_timeout: Duration,
+    /// The cluster's task slots, for planning (its target partitions: a scan smaller than one
+    /// `read.split.target-size` per slot is split into smaller tasks); `None`: the front
+    /// end's target partitions.
+    pub parallelism: Option<usize>,
 }
 
 /// Runs the scheduler until the process is stopped.
 pub async fn run_scheduler(options: SchedulerOptions) -> BallistaResult<()> {
     let scans = ExecutorScans::new(options.stores.clone());
     let session_scans = scans.clone();
-    let session_builder = Arc::new(move |config: SessionConfig| {
+    let parallelism = options.parallelism;
+    let session_builder = Arc::new(move |mut config: SessionConfig| {
+        // Iceberg scans are split into tasks by the table's read.split.* sizes when planned;
+        // DataFusion's byte-range split of their Parquet scans afterwards would leave a scan
+        // with more partitions than its recipe has task groups (what executors rebuild).
+        config.options_mut().optimizer.repartition_file_scans = false;
+        if let Some(slots) = parallelism {
+            config = config.with_target_partitions(slots.max(1));
+        }
         Ok(SessionStateBuilder::new()
             .with_default_features()
             .with_config(config)

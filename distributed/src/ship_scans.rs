@@ -10,9 +10,9 @@
 
 use std::sync::Arc;
 
-use datafusion::common::Result as DFResult;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::physical_optimizer::PhysicalOptimizerRule;
 use datafusion::physical_plan::ExecutionPlan;
 use petrel_table_provider::IcebergScanExec;
@@ -47,6 +47,16 @@ impl PhysicalOptimizerRule for ShipScans {
                 return Ok(Transformed::no(node));
             };
             let partitions = node.properties().output_partitioning().partition_count();
+            // The executors rebuild the recipe's task groups, one partition each (no group:
+            // one empty partition).
+            if partitions != recipe.partitions.len().max(1) {
+                return Err(DataFusionError::Plan(format!(
+                    "table {}: the scan has {partitions} partitions but its recipe {} task \
+                     groups (a rule split its files after planning); it cannot be shipped",
+                    recipe.ident(),
+                    recipe.partitions.len()
+                )));
+            }
             let shipped = ShippedScanExec::new(
                 Arc::clone(recipe),
                 scan.leaf_projection().cloned(),

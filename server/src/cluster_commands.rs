@@ -31,6 +31,12 @@ pub struct SchedulerArgs {
     #[arg(long, env = "PETREL_EXECUTOR_TIMEOUT_SECS", default_value_t = 30)]
     pub executor_timeout_secs: u64,
 
+    /// The cluster's task slots (all executors' concurrent tasks): queries are planned for
+    /// that many partitions, and a scan smaller than one `read.split.target-size` per slot is
+    /// split into smaller tasks [default: the front end's target partitions].
+    #[arg(long, env = "PETREL_CLUSTER_PARALLELISM")]
+    pub parallelism: Option<usize>,
+
     /// An object store setting, `KEY=VALUE` with Iceberg FileIO names (`s3.endpoint=...`),
     /// over the `AWS_*` environment (repeatable). The scheduler reads table metadata and
     /// manifests with it.
@@ -105,6 +111,7 @@ impl SchedulerArgs {
             external_host: self.external_host.clone(),
             stores: stores(&self.storage)?,
             executor_timeout: Duration::from_secs(self.executor_timeout_secs),
+            parallelism: self.parallelism.filter(|n| *n > 0),
         })
     }
 }

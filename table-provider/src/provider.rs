@@ -54,7 +54,7 @@ use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
 use crate::plan::{
     DeleteFileRef, DeleteKind, ManifestCache, Predicate, ScanPlan, ScanPlanner, ScanRequest,
-    SplitSettings, regroup,
+    SplitSettings, regroup, scan_bytes,
 };
 use crate::scan::{
     FILE_PATH_COLUMN, FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory,
@@ -220,9 +220,11 @@ impl IcebergTableProvider {
 
     /// This table with its scans' tasks grouped as Iceberg groups them for Spark
     /// ([`crate::plan::plan_task_groups`] with the table's `read.split.target-size`,
-    /// `read.split.open-file-cost` and `read.split.planning-lookback`): one output partition
-    /// per group, however many cores the planning process has. What a cluster runs: each
-    /// partition is a task an executor runs.
+    /// `read.split.open-file-cost` and `read.split.planning-lookback`; a scan smaller than one
+    /// target per `target_partitions` slot gets smaller groups, as with
+    /// `read.split.adaptive-size.enabled`): one output partition per group, however many
+    /// cores the planning process has. What a cluster runs: each partition is a task an
+    /// executor runs.
     pub fn split_by_size(&self) -> Self {
         Self {
             split_by_size: true,
@@ -536,7 +538,9 @@ impl TableProvider for IcebergTableProvider {
             plan.partitions.retain(|tasks| !tasks.is_empty());
         }
         if self.split_by_size {
-            let settings = SplitSettings::from_properties(self.table.metadata().properties());
+            let bytes = scan_bytes(plan.partitions.iter().flatten());
+            let settings = SplitSettings::from_properties(self.table.metadata().properties())
+                .adjusted_for(bytes, target_partitions);
             plan = regroup(plan, &settings);
         }
         let scan = self

@@ -35,5 +35,5 @@ pub use predicate::{CmpOp, Predicate};
 pub use task::{DataFileRef, DeleteFileRef, DeleteKind, ScanTask};
 pub use task_groups::{
     DEFAULT_OPEN_FILE_COST, DEFAULT_PLANNING_LOOKBACK, SplitSettings, plan_task_groups, regroup,
-    task_weight,
+    scan_bytes, task_weight,
 };

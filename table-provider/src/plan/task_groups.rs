@@ -35,6 +35,9 @@ pub struct SplitSettings {
     pub open_file_cost: u64,
     /// `read.split.planning-lookback`: open groups considered for each task.
     pub lookback: usize,
+    /// `read.split.adaptive-size.enabled`: a scan smaller than one target size per slot of
+    /// the engine gets smaller groups ([`Self::adjusted_for`]).
+    pub adaptive: bool,
 }
 
 impl Default for SplitSettings {
@@ -43,6 +46,7 @@ impl Default for SplitSettings {
             target_size: DEFAULT_SPLIT_SIZE,
             open_file_cost: DEFAULT_OPEN_FILE_COST,
             lookback: DEFAULT_PLANNING_LOOKBACK,
+            adaptive: true,
         }
     }
 }
@@ -65,8 +69,42 @@ impl SplitSettings {
             lookback: positive("read.split.planning-lookback")
                 .and_then(|v| usize::try_from(v).ok())
                 .unwrap_or(defaults.lookback),
+            adaptive: properties
+                .get("read.split.adaptive-size.enabled")
+                .and_then(|v| v.trim().parse::<bool>().ok())
+                .unwrap_or(defaults.adaptive),
         }
     }
+
+    /// These settings for a scan of `scan_bytes` (data and delete bytes of its tasks) on an
+    /// engine running `parallelism` tasks at once, as Iceberg's Spark scans size their splits
+    /// (`TableScanUtil.adjustSplitSize`): when the target size gives fewer groups than slots,
+    /// the target becomes `max(scan_bytes / parallelism, min(16 MiB, target))`; a bigger scan,
+    /// or `adaptive` off, keeps the target. A 176 MiB scan with a 128 MiB target on 4 slots is
+    /// grouped by 44 MiB (four tasks), not into one task of 128 MiB and one of 48 MiB.
+    pub fn adjusted_for(self, scan_bytes: u64, parallelism: usize) -> Self {
+        let parallelism = parallelism.max(1) as u64;
+        if !self.adaptive || scan_bytes.div_ceil(self.target_size) >= parallelism {
+            return self;
+        }
+        let adjusted = (scan_bytes / parallelism).max(MIN_SPLIT_SIZE.min(self.target_size));
+        Self {
+            target_size: adjusted,
+            ..self
+        }
+    }
+}
+
+/// Iceberg's `TableScanUtil.MIN_SPLIT_SIZE`: adaptive sizing goes no lower (16 MiB).
+const MIN_SPLIT_SIZE: u64 = 16 * 1024 * 1024;
+
+/// The bytes a scan's tasks read: data ranges and their delete files (Iceberg's
+/// `ScanTask.sizeBytes`), what [`SplitSettings::adjusted_for`] divides.
+pub fn scan_bytes<'a>(tasks: impl IntoIterator<Item = &'a ScanTask>) -> u64 {
+    tasks
+        .into_iter()
+        .map(|t| task_weight(t, 0))
+        .fold(0, u64::saturating_add)
 }
 
 /// What a task weighs when grouping: its bytes and its delete files' (a deletion vector counts
@@ -404,7 +442,8 @@ mod tests {
             SplitSettings {
                 target_size: 128 * 1024 * 1024,
                 open_file_cost: 4 * 1024 * 1024,
-                lookback: 10
+                lookback: 10,
+                adaptive: true,
             }
         );
         assert_eq!(
@@ -412,11 +451,13 @@ mod tests {
                 ("read.split.target-size", "1000"),
                 ("read.split.open-file-cost", "10"),
                 ("read.split.planning-lookback", "3"),
+                ("read.split.adaptive-size.enabled", "false"),
             ])),
             SplitSettings {
                 target_size: 1000,
                 open_file_cost: 10,
-                lookback: 3
+                lookback: 3,
+                adaptive: false,
             }
         );
         // Nonsense keeps the defaults.
@@ -428,6 +469,36 @@ mod tests {
             ])),
             SplitSettings::default()
         );
+    }
+
+    /// Iceberg 1.10's `TableScanUtil.adjustSplitSize(scanSize, parallelism, splitSize)`.
+    #[test]
+    fn adaptive_size_follows_iceberg() {
+        const MIB: u64 = 1024 * 1024;
+        let target = |scan: u64, parallelism: usize, settings: SplitSettings| {
+            settings.adjusted_for(scan, parallelism).target_size
+        };
+        let default = SplitSettings::default();
+        // One 128 MiB split per slot or more: the target stays.
+        assert_eq!(target(256 * MIB, 2, default), 128 * MIB);
+        assert_eq!(target(10_000 * MIB, 16, default), 128 * MIB);
+        // Fewer splits than slots: the scan divided by the slots...
+        assert_eq!(target(176 * MIB, 4, default), 44 * MIB);
+        assert_eq!(target(176 * MIB, 2, default), 128 * MIB);
+        assert_eq!(target(100 * MIB, 4, default), 25 * MIB);
+        // ...but never under 16 MiB, or under a smaller target.
+        assert_eq!(target(20 * MIB, 8, default), 16 * MIB);
+        let small = SplitSettings {
+            target_size: 8 * MIB,
+            ..default
+        };
+        assert_eq!(target(20 * MIB, 8, small), 8 * MIB);
+        // Off: the target stays.
+        let fixed = SplitSettings {
+            adaptive: false,
+            ..default
+        };
+        assert_eq!(target(176 * MIB, 4, fixed), 128 * MIB);
     }
 
     /// Byte ranges of 64 MiB files (128 MiB target, 4 MiB open cost, lookback 10) group two by

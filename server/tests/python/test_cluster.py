@@ -239,3 +239,22 @@ def test_cancelled_query_cancels_its_cluster_job(cluster, corpus, start_petrel):
     started = time.time()
     assert query(front.uri, JOIN) == [(3704436, 11132156616)]
     assert time.time() - started < 60
+
+
+def test_big_files_run_on_the_cluster(cluster, start_petrel, tmp_path):
+    """Files over DataFusion's 10 MB repartition threshold: the scheduler must not split them
+    into byte ranges its executors would not rebuild (every such query failed before)."""
+    front = start_petrel("--warehouse", str(tmp_path), "--engine", cluster.engine(),
+                         "--cluster-min-bytes", "0")
+    n = 2_000_000
+    with flight_sql.connect(front.uri, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("CREATE SCHEMA iceberg.db")
+        cur.execute("CREATE TABLE iceberg.db.big AS SELECT value AS id, md5(CAST(value AS VARCHAR)) AS h "
+                    f"FROM generate_series(1, {n})")
+        cur.fetchall()
+    files = list((tmp_path / "db" / "big" / "data").rglob("*.parquet"))
+    assert files and max(f.stat().st_size for f in files) > 10 * 1024 * 1024, files
+    sent = front.log().count(SENT)
+    rows = query(front.uri, "SELECT count(*), sum(id), count(DISTINCT substr(h, 1, 3)) FROM iceberg.db.big")
+    assert rows == [(n, n * (n + 1) // 2, 4096)]
+    assert front.log().count(SENT) == sent + 1

@@ -26,12 +26,10 @@ use datafusion::logical_expr::Extension;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
-use petrel_table_provider::scan::TableRecipe;
 use petrel_table_provider::{IcebergScanExec, IcebergTableProvider};
-use serde::{Deserialize, Serialize};
 
 use crate::cluster_table::ClusterTable;
-use crate::codec::{PetrelPhysicalCodec, SCAN_MAGIC, WireSelector};
+use crate::codec::{PetrelPhysicalCodec, SCAN_MAGIC, WireTable};
 use crate::shipped_scan::{ExecutorScans, ShippedScanExec};
 
 /// The first bytes of an encoded Iceberg table (format and version).
@@ -133,43 +131,6 @@ impl LogicalExtensionCodec for ClusterLogicalCodec {
         node: Arc<dyn FileFormatFactory>,
     ) -> DFResult<()> {
         self.ballista.try_encode_file_format(buf, node)
-    }
-}
-
-/// A table recipe as encoded.
-#[derive(Debug, Serialize, Deserialize)]
-struct WireTable {
-    namespace: Vec<String>,
-    name: String,
-    metadata_location: String,
-    moved: Option<(String, String)>,
-    selector: WireSelector,
-    positional: bool,
-}
-
-impl From<&TableRecipe> for WireTable {
-    fn from(recipe: &TableRecipe) -> Self {
-        Self {
-            namespace: recipe.namespace.clone(),
-            name: recipe.name.clone(),
-            metadata_location: recipe.metadata_location.clone(),
-            moved: recipe.moved.clone(),
-            selector: (&recipe.selector).into(),
-            positional: recipe.positional,
-        }
-    }
-}
-
-impl From<WireTable> for TableRecipe {
-    fn from(wire: WireTable) -> Self {
-        Self {
-            namespace: wire.namespace,
-            name: wire.name,
-            metadata_location: wire.metadata_location,
-            moved: wire.moved,
-            selector: wire.selector.into(),
-            positional: wire.positional,
-        }
     }
 }
 

@@ -28,7 +28,7 @@ use datafusion_proto::bytes::Serializeable;
 use datafusion_proto::physical_plan::PhysicalExtensionCodec;
 use datafusion_proto::protobuf;
 use petrel_table_provider::plan::PlanMetrics;
-use petrel_table_provider::scan::ScanRecipe;
+use petrel_table_provider::scan::{ScanRecipe, TableRecipe};
 use petrel_table_provider::{IcebergScanExec, LeafProjection, ScanTask, SnapshotSelector};
 use prost::Message;
 use serde::{Deserialize, Serialize};
@@ -106,7 +106,7 @@ impl PhysicalExtensionCodec for PetrelPhysicalCodec {
 /// A snapshot selection as encoded.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum WireSelector {
+enum WireSelector {
     Current,
     Id(i64),
     Ref(String),
@@ -187,15 +187,49 @@ impl From<WirePlanMetrics> for PlanMetrics {
     }
 }
 
-/// An encoded scan (see the module docs).
+/// A table recipe as encoded.
 #[derive(Debug, Serialize, Deserialize)]
-struct WireScan {
+pub(crate) struct WireTable {
     namespace: Vec<String>,
     name: String,
     metadata_location: String,
     moved: Option<(String, String)>,
     selector: WireSelector,
     positional: bool,
+}
+
+impl From<&TableRecipe> for WireTable {
+    fn from(recipe: &TableRecipe) -> Self {
+        Self {
+            namespace: recipe.namespace.clone(),
+            name: recipe.name.clone(),
+            metadata_location: recipe.metadata_location.clone(),
+            moved: recipe.moved.clone(),
+            selector: (&recipe.selector).into(),
+            positional: recipe.positional,
+        }
+    }
+}
+
+impl From<WireTable> for TableRecipe {
+    fn from(wire: WireTable) -> Self {
+        Self {
+            namespace: wire.namespace,
+            name: wire.name,
+            metadata_location: wire.metadata_location,
+            moved: wire.moved,
+            selector: wire.selector.into(),
+            positional: wire.positional,
+        }
+    }
+}
+
+/// An encoded scan (see the module docs).
+#[derive(Debug, Serialize, Deserialize)]
+struct WireScan {
+    /// The table read (its fields inline in the JSON).
+    #[serde(flatten)]
+    table: WireTable,
     snapshot_id: Option<i64>,
     partitions: Vec<Vec<ScanTask>>,
     plan_metrics: WirePlanMetrics,
@@ -226,12 +260,7 @@ impl WireScan {
             .map_err(|e| DataFusionError::Internal(format!("cannot encode a scan schema: {e}")))?
             .encode_to_vec();
         Ok(Self {
-            namespace: recipe.namespace.clone(),
-            name: recipe.name.clone(),
-            metadata_location: recipe.metadata_location.clone(),
-            moved: recipe.moved.clone(),
-            selector: (&recipe.selector).into(),
-            positional: recipe.positional,
+            table: WireTable::from(&recipe.table_recipe()),
             snapshot_id: recipe.snapshot_id,
             partitions: recipe.partitions.clone(),
             plan_metrics: (&recipe.plan_metrics).into(),
@@ -261,13 +290,14 @@ impl WireScan {
         let schema = Schema::try_from(&schema).map_err(|e| {
             DataFusionError::Plan(format!("cannot decode a shipped scan's schema: {e}"))
         })?;
+        let table = TableRecipe::from(self.table);
         let recipe = ScanRecipe {
-            namespace: self.namespace,
-            name: self.name,
-            metadata_location: self.metadata_location,
-            moved: self.moved,
-            selector: self.selector.into(),
-            positional: self.positional,
+            namespace: table.namespace,
+            name: table.name,
+            metadata_location: table.metadata_location,
+            moved: table.moved,
+            selector: table.selector,
+            positional: table.positional,
             snapshot_id: self.snapshot_id,
             partitions: self.partitions,
             plan_metrics: self.plan_metrics.into(),

@@ -17,8 +17,10 @@ share the cores with the front end and the scheduler, so the figures measure ove
 scale-out; docs/benchmarks.md has the analysis.
 """
 import argparse
+import datetime as dt
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -112,6 +114,61 @@ class Setup:
                 p.kill()
 
 
+RECEIVED = re.compile(r"^(\S+Z) .*Received task: \[TID \d+ (\w+)/(\d+)\.\d+/(\d+)\.\d+\]")
+DONE = re.compile(r"^(\S+Z) .*Done with task TID \d+ (\w+)/(\d+)\.\d+/(\d+)\.\d+")
+PLAN = re.compile(r"^=== \[(\w+)/(\d+)/(\d+)\] Physical plan with metrics ===")
+SHUFFLE_BYTES = re.compile(r"ShuffleReaderExec: .*Bytes=(?:Exact|Inexact)\((\d+)\)")
+
+
+def stamp(text):
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def stage_profile(logs):
+    """Per job, in the order the executors first saw them: per stage, the tasks' run times
+    (received to done, in ms) and the shuffle bytes the stage's tasks read."""
+    jobs = {}
+    for log in logs:
+        current = None
+        for line in log.read_text().splitlines():
+            if m := RECEIVED.match(line):
+                job = jobs.setdefault(m.group(2), {"first": stamp(m.group(1)), "tasks": {}})
+                job["first"] = min(job["first"], stamp(m.group(1)))
+                job["tasks"].setdefault((int(m.group(3)), int(m.group(4))), {})["start"] = stamp(m.group(1))
+            elif m := DONE.match(line):
+                task = jobs.setdefault(m.group(2), {"first": stamp(m.group(1)), "tasks": {}})["tasks"]
+                task.setdefault((int(m.group(3)), int(m.group(4))), {})["end"] = stamp(m.group(1))
+            elif m := PLAN.match(line):
+                current = (m.group(1), int(m.group(2)), int(m.group(3)))
+            elif current and (m := SHUFFLE_BYTES.search(line)):
+                job, stage, part = current
+                task = jobs.setdefault(job, {"first": 0, "tasks": {}})["tasks"].setdefault((stage, part), {})
+                task["bytes"] = task.get("bytes", 0) + int(m.group(1))
+                current = None
+    ordered = sorted(jobs.items(), key=lambda kv: kv[1]["first"])
+    profiles = []
+    for _, job in ordered:
+        stages = {}
+        for (stage, _), task in job["tasks"].items():
+            st = stages.setdefault(stage, {"tasks": 0, "ms": [], "bytes": 0})
+            st["tasks"] += 1
+            if "start" in task and "end" in task:
+                st["ms"].append((task["end"] - task["start"]) * 1000)
+            st["bytes"] += task.get("bytes", 0)
+        profiles.append(stages)
+    return profiles
+
+
+def describe(stages):
+    parts = []
+    for stage in sorted(stages):
+        st = stages[stage]
+        longest = max(st["ms"]) if st["ms"] else float("nan")
+        parts.append(f"stage {stage}: {st['tasks']} tasks, longest {longest:.0f} ms, "
+                     f"shuffle in {st['bytes']:,} B")
+    return "; ".join(parts)
+
+
 def timed(cur, sql):
     started = time.perf_counter()
     cur.execute(sql)
@@ -133,6 +190,7 @@ def main():
     setups = [int(x) for x in a.executors.split(",")]
     results = {}
     answers = {}
+    stages_of = {}
     for executors in setups:
         with tempfile.TemporaryDirectory(prefix="petrel-bench-cluster-") as tmp:
             setup = Setup(a.petrel_bin, warehouse, executors, Path(tmp))
@@ -154,6 +212,14 @@ def main():
                         results[(key, executors)] = samples
                         print(f"{executors} executors  {table:5} {name:15} "
                               f"{statistics.median(samples):9.1f} ms", file=sys.stderr)
+                if executors:
+                    profiles = stage_profile(sorted(Path(tmp).glob("executor*.log")))
+                    # Each query ran 1 + rounds jobs in order: the last one's stages.
+                    per_query = a.rounds + 1
+                    for i, (table, name, _) in enumerate(QUERIES):
+                        job = (i + 1) * per_query - 1
+                        if job < len(profiles):
+                            stages_of[(table, name, executors)] = describe(profiles[job])
             finally:
                 setup.stop()
     head = "| table | query | " + " | ".join(
@@ -168,6 +234,12 @@ def main():
         if 0 in med:
             line += "".join(f" | {med[e] / med[0]:.2f}" for e in ratios)
         print(line + " |")
+    if stages_of:
+        print()
+        print("Stages of the last run of each query (executors' task logs: received to done):")
+        print()
+        for (table, name, executors), text in sorted(stages_of.items()):
+            print(f"- {table} {name}, {executors} executor{'s' if executors > 1 else ''}: {text}")
 
 
 if __name__ == "__main__":

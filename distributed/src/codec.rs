@@ -260,7 +260,7 @@ impl WireScan {
             .map_err(|e| DataFusionError::Internal(format!("cannot encode a scan schema: {e}")))?
             .encode_to_vec();
         Ok(Self {
-            table: WireTable::from(&recipe.table_recipe()),
+            table: WireTable::from(&recipe.table),
             snapshot_id: recipe.snapshot_id,
             partitions: recipe.partitions.clone(),
             plan_metrics: (&recipe.plan_metrics).into(),
@@ -290,14 +290,8 @@ impl WireScan {
         let schema = Schema::try_from(&schema).map_err(|e| {
             DataFusionError::Plan(format!("cannot decode a shipped scan's schema: {e}"))
         })?;
-        let table = TableRecipe::from(self.table);
         let recipe = ScanRecipe {
-            namespace: table.namespace,
-            name: table.name,
-            metadata_location: table.metadata_location,
-            moved: table.moved,
-            selector: table.selector,
-            positional: table.positional,
+            table: self.table.into(),
             snapshot_id: self.snapshot_id,
             partitions: self.partitions,
             plan_metrics: self.plan_metrics.into(),

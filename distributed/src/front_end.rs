@@ -39,6 +39,7 @@ use datafusion::physical_plan::metrics::MetricsSet;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties, RecordBatchStream,
 };
+use datafusion_proto::logical_plan::LogicalExtensionCodec;
 use datafusion_proto::protobuf::LogicalPlanNode;
 use futures::Stream;
 use petrel_table_provider::io::StoreRegistry;
@@ -119,7 +120,7 @@ impl ClusterEngine {
 struct ClusterQueryPlanner {
     local: Arc<dyn QueryPlanner + Send + Sync>,
     engine: ClusterEngine,
-    codec: Arc<ClusterLogicalCodec>,
+    codec: Arc<dyn LogicalExtensionCodec>,
 }
 
 impl fmt::Debug for ClusterQueryPlanner {
@@ -150,13 +151,11 @@ impl QueryPlanner for ClusterQueryPlanner {
         if bytes < self.engine.min_planned_bytes {
             return Ok(local);
         }
-        let codec: Arc<dyn datafusion_proto::logical_plan::LogicalExtensionCodec> =
-            Arc::clone(&self.codec) as _;
         let job = DistributedQueryExec::<LogicalPlanNode>::with_extension(
             self.engine.scheduler_url.clone(),
             session_state.config().ballista_config(),
             logical_plan.clone(),
-            codec,
+            Arc::clone(&self.codec),
             session_state.session_id().to_string(),
         );
         tracing::info!(

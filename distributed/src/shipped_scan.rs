@@ -158,7 +158,7 @@ impl ShippedScanExec {
                         "table {}: the scan rebuilt from metadata file {} produces columns {:?}, \
                          the plan expects {:?}",
                         self.recipe.ident(),
-                        self.recipe.metadata_location,
+                        self.recipe.table.metadata_location,
                         field_names(&scan.schema()),
                         field_names(&expected),
                     )));
@@ -170,7 +170,7 @@ impl ShippedScanExec {
                         "table {}: the scan rebuilt from metadata file {} has {partitions} \
                          partitions, the plan expects {expected}",
                         self.recipe.ident(),
-                        self.recipe.metadata_location,
+                        self.recipe.table.metadata_location,
                     )));
                 }
                 Ok::<_, DataFusionError>(scan)
@@ -194,7 +194,7 @@ impl DisplayAs for ShippedScanExec {
             self.recipe
                 .snapshot_id
                 .map_or_else(|| "none".to_string(), |s| s.to_string()),
-            self.recipe.metadata_location,
+            self.recipe.table.metadata_location,
         )
     }
 }

@@ -44,34 +44,32 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         }
-        Some(Command::Scheduler(args)) => {
-            petrel_server::telemetry::init(args.log_format.unwrap_or_default());
-            match args.resolve() {
-                Ok(options) => run("scheduler", petrel_distributed::run_scheduler(options)),
-                Err(e) => {
-                    eprintln!("petrel scheduler: {e}");
-                    ExitCode::from(2)
-                }
+        Some(Command::Scheduler(args)) => match args.resolve() {
+            Ok(options) => {
+                petrel_server::telemetry::init(args.log_format.unwrap_or_default());
+                run(
+                    "petrel scheduler",
+                    petrel_distributed::run_scheduler(options),
+                )
             }
-        }
-        Some(Command::Executor(args)) => {
-            petrel_server::telemetry::init(args.log_format.unwrap_or_default());
-            match args.resolve() {
-                Ok(options) => run("executor", petrel_distributed::run_executor(options)),
-                Err(e) => {
-                    eprintln!("petrel executor: {e}");
-                    ExitCode::from(2)
-                }
+            Err(e) => usage_error("petrel scheduler", &e),
+        },
+        Some(Command::Executor(args)) => match args.resolve() {
+            Ok(options) => {
+                petrel_server::telemetry::init(args.log_format.unwrap_or_default());
+                run("petrel executor", petrel_distributed::run_executor(options))
             }
-        }
+            Err(e) => usage_error("petrel executor", &e),
+        },
         Some(Command::Serve(args)) => serve(*args),
         None => serve(cli.serve),
     }
 }
 
-/// Runs a cluster process (`petrel scheduler`, `petrel executor`) until it stops.
+/// Runs `process` on a multi-threaded runtime until it ends; errors are printed after
+/// `prefix` (`petrel`, `petrel scheduler`, ...).
 fn run<E: std::fmt::Display>(
-    what: &str,
+    prefix: &str,
     process: impl std::future::Future<Output = Result<(), E>>,
 ) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -80,46 +78,33 @@ fn run<E: std::fmt::Display>(
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("petrel {what}: cannot start the async runtime: {e}");
+            eprintln!("{prefix}: cannot start the async runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(process) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("petrel {what}: {e}");
+            eprintln!("{prefix}: {e}");
             ExitCode::FAILURE
         }
     }
 }
 
+/// A configuration that cannot be used: exit status 2.
+fn usage_error(prefix: &str, error: &str) -> ExitCode {
+    eprintln!("{prefix}: {error}");
+    ExitCode::from(2)
+}
+
 fn serve(args: ServeArgs) -> ExitCode {
     let cfg = match args.resolve() {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("petrel: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return usage_error("petrel", &e),
     };
     petrel_server::telemetry::init(cfg.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("petrel: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(petrel_server::server::serve(
-        cfg,
-        petrel_server::server::shutdown_signal(),
-    )) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("petrel: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    run(
+        "petrel",
+        petrel_server::server::serve(cfg, petrel_server::server::shutdown_signal()),
+    )
 }

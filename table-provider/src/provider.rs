@@ -244,19 +244,11 @@ impl IcebergTableProvider {
         {
             return None;
         }
-        Some(TableRecipe {
-            namespace: self.table.ident().namespace.levels().to_vec(),
-            name: self.table.ident().name.clone(),
-            metadata_location: self.table.metadata_location().to_string(),
-            moved: self
-                .table
-                .io()
-                .locations()
-                .rewrite()
-                .map(|(from, to)| (from.to_string(), to.to_string())),
-            selector: self.selector.clone(),
-            positional: self.positional_schema.is_some(),
-        })
+        Some(TableRecipe::of(
+            &self.table,
+            &self.selector,
+            self.positional_schema.is_some(),
+        ))
     }
 
     /// Whether an INSERT into this table is an upsert ([`Self::upsert`], or the table's
@@ -548,13 +540,11 @@ impl TableProvider for IcebergTableProvider {
             .await?;
         // The recipe takes the plan itself (its tasks are not copied).
         let recipe = ScanRecipe::new(
-            &self.table,
-            &self.selector,
+            TableRecipe::of(&self.table, &self.selector, positional),
             plan,
             projection,
             filters,
             limit,
-            positional,
         );
         Ok(with_recipe(scan, recipe))
     }

@@ -410,7 +410,7 @@ async fn shipped_plans_carry_no_store_credentials() {
     let plan = frame.create_physical_plan().await.expect("plan");
     let metadata_location = find_scan(&plan)
         .and_then(|s| s.recipe())
-        .map(|r| r.metadata_location.clone())
+        .map(|r| r.table.metadata_location.clone())
         .expect("a scan with a recipe");
     let bytes = encode(plan);
     let text = String::from_utf8_lossy(&bytes);

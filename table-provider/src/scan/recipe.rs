@@ -25,18 +25,8 @@ use crate::spec::SnapshotSelector;
 /// How one Iceberg scan was built (see the module docs).
 #[derive(Debug, Clone)]
 pub struct ScanRecipe {
-    /// The table's namespace levels.
-    pub namespace: Vec<String>,
-    /// The table's name.
-    pub name: String,
-    /// The metadata file the scan was planned from.
-    pub metadata_location: String,
-    /// Where the table's files are when it was moved: (recorded prefix, actual prefix).
-    pub moved: Option<(String, String)>,
-    /// The snapshot selection read.
-    pub selector: SnapshotSelector,
-    /// A positional scan (file path and position columns appended).
-    pub positional: bool,
+    /// The table read: its metadata file and snapshot selection.
+    pub table: TableRecipe,
     /// The snapshot planned (`None`: the table has no snapshot).
     pub snapshot_id: Option<i64>,
     /// The planned tasks, one list per output partition.
@@ -52,27 +42,16 @@ pub struct ScanRecipe {
 }
 
 impl ScanRecipe {
-    /// The recipe of a scan of `plan` of `table` at `selector`.
+    /// The recipe of a scan of `plan` of `table`.
     pub(crate) fn new(
-        table: &LoadedTable,
-        selector: &SnapshotSelector,
+        table: TableRecipe,
         plan: ScanPlan,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
         limit: Option<usize>,
-        positional: bool,
     ) -> Self {
         Self {
-            namespace: table.ident().namespace.levels().to_vec(),
-            name: table.ident().name.clone(),
-            metadata_location: table.metadata_location().to_string(),
-            moved: table
-                .io()
-                .locations()
-                .rewrite()
-                .map(|(from, to)| (from.to_string(), to.to_string())),
-            selector: selector.clone(),
-            positional,
+            table,
             snapshot_id: plan.snapshot_id,
             partitions: plan.partitions,
             plan_metrics: plan.metrics,
@@ -84,7 +63,7 @@ impl ScanRecipe {
 
     /// The table's name.
     pub fn ident(&self) -> TableIdent {
-        TableIdent::new(Namespace::new(self.namespace.clone()), self.name.clone())
+        self.table.ident()
     }
 
     /// The planned scan this recipe describes (tasks, snapshot and metrics), for
@@ -98,18 +77,6 @@ impl ScanRecipe {
         }
     }
 
-    /// The table this recipe's scan read, at the same snapshot selection.
-    pub fn table_recipe(&self) -> TableRecipe {
-        TableRecipe {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-            metadata_location: self.metadata_location.clone(),
-            moved: self.moved.clone(),
-            selector: self.selector.clone(),
-            positional: self.positional,
-        }
-    }
-
     /// The table provider this recipe's scan was built by: the metadata file read through
     /// `stores` (parsed once per `metadata` cache), at the same snapshot selection, with
     /// `planner`'s caches (delete files, manifests) for merge-on-read.
@@ -119,7 +86,7 @@ impl ScanRecipe {
         metadata: &MetadataCache,
         planner: Arc<ScanPlanner>,
     ) -> Result<IcebergTableProvider> {
-        self.table_recipe().open(stores, metadata, planner).await
+        self.table.open(stores, metadata, planner).await
     }
 }
 
@@ -144,6 +111,23 @@ pub struct TableRecipe {
 }
 
 impl TableRecipe {
+    /// The recipe of `table` read at `selector` (`positional`: with the file path and position
+    /// columns).
+    pub(crate) fn of(table: &LoadedTable, selector: &SnapshotSelector, positional: bool) -> Self {
+        Self {
+            namespace: table.ident().namespace.levels().to_vec(),
+            name: table.ident().name.clone(),
+            metadata_location: table.metadata_location().to_string(),
+            moved: table
+                .io()
+                .locations()
+                .rewrite()
+                .map(|(from, to)| (from.to_string(), to.to_string())),
+            selector: selector.clone(),
+            positional,
+        }
+    }
+
     /// The table's name.
     pub fn ident(&self) -> TableIdent {
         TableIdent::new(Namespace::new(self.namespace.clone()), self.name.clone())

@@ -5,6 +5,11 @@
 //! [`ShippedScanExec`](crate::ShippedScanExec)s and read through this executor's own stores —
 //! configured here, never sent in plans — with metadata, manifest and delete-file caches
 //! shared by every task the executor runs.
+//!
+//! Stopping: on SIGTERM or SIGINT Ballista fences the executor, tells the scheduler and waits
+//! for the tasks it runs. Those tasks may never end on their own (a scheduler that died left
+//! them running, and nobody will cancel them), so the executor gives them
+//! [`ExecutorOptions::shutdown_grace`] and then exits anyway; a second signal exits at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +45,8 @@ pub struct ExecutorOptions {
     pub memory_limit: Option<u64>,
     /// How often the executor tells the scheduler it is alive.
     pub heartbeat: Duration,
+    /// How long a stop signal waits for the running tasks before the executor exits anyway.
+    pub shutdown_grace: Duration,
     /// The stores table files are read through.
     pub stores: StoreRegistry,
 }
@@ -76,5 +83,44 @@ pub async fn run_executor(options: ExecutorOptions) -> BallistaResult<()> {
         scheduler = %format!("{}:{}", options.scheduler_host, options.scheduler_port),
         "Ballista executor (Petrel's codecs) starting"
     );
-    start_executor_process(Arc::new(config)).await
+    let process = start_executor_process(Arc::new(config));
+    tokio::pin!(process);
+    tokio::select! {
+        result = &mut process => return result,
+        () = stop_signal() => {}
+    }
+    // Ballista's process received the same signal and is draining its tasks.
+    tokio::select! {
+        result = &mut process => result,
+        () = tokio::time::sleep(options.shutdown_grace) => {
+            tracing::warn!(
+                grace_secs = options.shutdown_grace.as_secs(),
+                "tasks still running after the shutdown grace period; the executor stops anyway"
+            );
+            Ok(())
+        }
+        () = stop_signal() => {
+            tracing::warn!("a second stop signal; the executor stops without waiting for its tasks");
+            Ok(())
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT (on SIGINT alone where there is no SIGTERM).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    // Without a SIGINT handler either, nothing can stop the process but a kill.
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }

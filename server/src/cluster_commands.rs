@@ -89,6 +89,15 @@ pub struct ExecutorArgs {
     #[arg(long, env = "PETREL_EXECUTOR_HEARTBEAT_SECS", default_value_t = 5)]
     pub heartbeat_secs: u64,
 
+    /// Seconds the executor waits for its running tasks after SIGTERM or SIGINT before it
+    /// exits anyway (a second signal exits at once).
+    #[arg(
+        long,
+        env = "PETREL_EXECUTOR_SHUTDOWN_GRACE_SECS",
+        default_value_t = 20
+    )]
+    pub shutdown_grace_secs: u64,
+
     /// An object store setting, `KEY=VALUE` with Iceberg FileIO names (`s3.endpoint=...`),
     /// over the `AWS_*` environment (repeatable). The executor reads data and delete files
     /// with it.
@@ -148,6 +157,7 @@ impl ExecutorArgs {
             work_dir: self.work_dir.clone(),
             memory_limit,
             heartbeat: Duration::from_secs(self.heartbeat_secs),
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
             stores: stores(&self.storage)?,
         })
     }
@@ -192,6 +202,7 @@ mod tests {
         assert_eq!(options.scheduler_host, "sched.example");
         assert_eq!(options.scheduler_port, 7000);
         assert_eq!(options.memory_limit, Some(1 << 30));
+        assert_eq!(options.shutdown_grace, Duration::from_secs(20));
         assert_eq!(
             options.stores.config().s3_endpoint(),
             Some("http://127.0.0.1:9000")

@@ -12,10 +12,14 @@ front — queried over Flight SQL with the real ADBC driver.
 - An executor killed (SIGKILL) while it runs one of a query's tasks: the scheduler takes it as
   lost after its timeout (5 s here) and runs its tasks again on the other one; the answer is
   the exact one (or, had the retry been impossible, a clear error; never a hang).
+- The scheduler killed (SIGKILL) mid-query: the query fails with an error naming the cluster,
+  the front end keeps serving, and the executors, whose orphaned tasks nobody cancels, still
+  stop on SIGTERM after their shutdown grace period.
 """
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,6 +40,11 @@ JOIN = (
     "JOIN iceberg.db.v2_mor b ON a.id % 2 = b.id % 2"
 )
 SENT = "query sent to the Ballista cluster"
+# 2706^3 joined rows: runs far longer than any test unless cancelled.
+ENDLESS = ("SELECT count(*) FROM iceberg.db.v2_mor a JOIN iceberg.db.v2_mor b ON a.id % 1 = b.id % 1 "
+           "JOIN iceberg.db.v2_mor c ON b.id % 1 = c.id % 1")
+# How long a stopped executor waits for its tasks (`--shutdown-grace-secs`).
+GRACE_SECS = 3
 
 
 def free_port() -> int:
@@ -61,6 +70,7 @@ class Cluster:
             self._start(name, ["executor", "--scheduler", f"127.0.0.1:{self.port}",
                                "--flight-port", str(free_port()), "--grpc-port", str(free_port()),
                                "--concurrent-tasks", "2", "--heartbeat-secs", "1",
+                               "--shutdown-grace-secs", str(GRACE_SECS),
                                "--work-dir", str(self.dir / name)], env)
         # Executors pull their tasks: each is ready once it polls the scheduler.
         deadline = time.time() + 60
@@ -101,6 +111,7 @@ class Cluster:
         return f"ballista://127.0.0.1:{self.port}"
 
     def stop(self):
+        """Stops every process and removes the cluster's directory (logs, shuffle files)."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -110,6 +121,7 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -200,16 +212,13 @@ def test_executor_killed_mid_query_is_retried(cluster, corpus, start_petrel):
 def test_cancelled_query_cancels_its_cluster_job(cluster, corpus, start_petrel):
     front = start_petrel("--warehouse", str(corpus / "warehouse"), "--engine", cluster.engine(),
                          "--cluster-min-bytes", "0")
-    # 2706^3 joined rows: runs far longer than the test unless cancelled.
-    endless = ("SELECT count(*) FROM iceberg.db.v2_mor a JOIN iceberg.db.v2_mor b ON a.id % 1 = b.id % 1 "
-               "JOIN iceberg.db.v2_mor c ON b.id % 1 = c.id % 1")
     errors = []
     with flight_sql.connect(front.uri, autocommit=True) as conn:
         cur = conn.cursor()
 
         def run():
             try:
-                cur.execute(endless)
+                cur.execute(ENDLESS)
                 cur.fetchall()
             except Exception as e:  # noqa: BLE001 - the outcome is checked below
                 errors.append(str(e))
@@ -239,6 +248,57 @@ def test_cancelled_query_cancels_its_cluster_job(cluster, corpus, start_petrel):
     started = time.time()
     assert query(front.uri, JOIN) == [(3704436, 11132156616)]
     assert time.time() - started < 60
+
+
+def test_executors_stop_after_their_scheduler_died(cluster, corpus, start_petrel):
+    front = start_petrel("--warehouse", str(corpus / "warehouse"), "--engine", cluster.engine(),
+                         "--cluster-min-bytes", "0")
+    executors = ("executor1", "executor2")
+    errors = []
+
+    def run():
+        try:
+            query(front.uri, ENDLESS)
+        except Exception as e:  # noqa: BLE001 - the outcome is checked below
+            errors.append(str(e))
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    # Kill the scheduler once a task has run for 3 s (the endless join, not a short scan task).
+    deadline = time.time() + 120
+    first_seen = {}
+    while True:
+        running = {(n, tid) for n in executors for tid in running_tasks(cluster.log(n))}
+        first_seen = {task: first_seen.get(task, time.time()) for task in running}
+        busy = {n for (n, _), seen in first_seen.items() if time.time() - seen >= 3}
+        if busy:
+            break
+        assert time.time() < deadline and worker.is_alive(), (errors, cluster.log("scheduler")[-3000:])
+        time.sleep(0.1)
+    cluster.procs["scheduler"].kill()
+    cluster.procs["scheduler"].wait()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "the query hung after its scheduler was killed"
+    assert errors and "Ballista cluster" in errors[0], errors
+    # The front end keeps serving (a query that reads no Iceberg table runs locally).
+    assert query(front.uri, "SELECT 41 + 1") == [(42,)]
+    # The executors still run the orphaned tasks; SIGTERM stops them after the grace period.
+    for name in executors:
+        cluster.procs[name].send_signal(signal.SIGTERM)
+    for name in executors:
+        try:
+            cluster.procs[name].wait(timeout=GRACE_SECS + 15)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{name} ignored SIGTERM:\n{cluster.log(name)[-3000:]}")
+    # The executors that ran the endless task waited out the grace period.
+    for name in busy:
+        assert "the executor stops anyway" in cluster.log(name), cluster.log(name)[-2000:]
+
+
+def running_tasks(log: str) -> set[str]:
+    """The task ids an executor's log shows received and not yet done."""
+    received = set(re.findall(r"Received task: \[TID (\d+) ", log))
+    return received - set(re.findall(r"Done with task TID (\d+) ", log))
 
 
 def test_big_files_run_on_the_cluster(cluster, start_petrel, tmp_path):

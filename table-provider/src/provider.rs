@@ -63,6 +63,7 @@ use crate::scan::{
 };
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 use crate::write::data_file_writer::WriteSettings;
+use crate::write::distribution::DistributionMode;
 use crate::write::equality_deletes::EqualityDeleteSettings;
 use crate::write::upsert::{UPSERT_PROPERTY, UpsertKeys, upsert_enabled};
 
@@ -481,6 +482,12 @@ impl TableProvider for IcebergTableProvider {
             let keys = UpsertKeys::for_table(&table, metadata, &self.arrow_schema)?;
             let deletes = EqualityDeleteSettings::new(&table, metadata, keys)?;
             write = write.with_upsert(Arc::new(deletes));
+        } else {
+            // `write.distribution-mode` (hash by default for a partitioned table): one writer
+            // task per table partition.
+            let distribution =
+                DistributionMode::of_write(&table, metadata.properties(), settings.spec())?;
+            write = write.distributed(distribution)?;
         }
         let write: Arc<dyn ExecutionPlan> = Arc::new(write);
         let gathered: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(write));

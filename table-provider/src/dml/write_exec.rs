@@ -1,6 +1,11 @@
 //! [`IcebergWriteExec`]: writes each input partition's rows as data files (and, for an upsert,
 //! the equality-delete files of their keys: rows hash-distributed on the key, each writer task's
 //! rows reduced to each key's last row, see [`crate::write::upsert`]).
+//!
+//! With `write.distribution-mode` `hash` (or `range`), the node requires its input
+//! hash-partitioned on the table's partition key (see [`crate::write::distribution`]): the
+//! physical optimizer then puts a repartition below it and each table partition is written by
+//! one writer task.
 
 use std::any::Any;
 use std::collections::hash_map::Entry;
@@ -26,6 +31,7 @@ use iceberg::spec::{FormatVersion, StructType, serialize_data_file_to_json};
 use crate::error::Error;
 use crate::io::TableIo;
 use crate::write::data_file_writer::{KEPT_INPUT_BYTES, RollingFileWriter, WriteSettings};
+use crate::write::distribution::DistributionMode;
 use crate::write::equality_deletes::{EqualityDeleteSettings, write_equality_deletes};
 use crate::write::partitioner::Partitioner;
 use crate::write::tracker::WriteTracker;
@@ -43,6 +49,9 @@ pub struct IcebergWriteExec {
     format_version: FormatVersion,
     /// For an upsert: the equality deletes written with the rows.
     upsert: Option<Arc<EqualityDeleteSettings>>,
+    /// The distribution mode and the partition key the input is to be hash-partitioned on
+    /// (empty: any distribution).
+    distribution: (DistributionMode, Vec<Arc<dyn PhysicalExpr>>),
     properties: Arc<PlanProperties>,
 }
 
@@ -74,8 +83,19 @@ impl IcebergWriteExec {
             partition_type,
             format_version,
             upsert: None,
+            distribution: (DistributionMode::None, Vec::new()),
             properties,
         }
+    }
+
+    /// The same write with its rows distributed over the writer tasks by `mode` (the table's
+    /// `write.distribution-mode`): for `hash` and `range`, the input is required
+    /// hash-partitioned on the partition key of the spec the write writes with. An upsert keeps
+    /// its distribution on the key.
+    pub fn distributed(mut self, mode: DistributionMode) -> crate::error::Result<Self> {
+        let keys = mode.keys(&self.settings)?;
+        self.distribution = (mode, keys);
+        Ok(self)
     }
 
     /// The same write as an upsert: rows distributed by key, each key's last row written, and
@@ -93,7 +113,13 @@ impl DisplayAs for IcebergWriteExec {
             "IcebergWriteExec: spec={}{}",
             self.settings.spec().spec_id(),
             if self.upsert.is_some() { " upsert" } else { "" }
-        )
+        )?;
+        let (mode, keys) = &self.distribution;
+        if self.upsert.is_none() && *mode != DistributionMode::None {
+            let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
+            write!(f, " distribution={}[{}]", mode.name(), keys.join(", "))?;
+        }
+        Ok(())
     }
 }
 
@@ -120,7 +146,12 @@ impl ExecutionPlan for IcebergWriteExec {
 
     fn required_input_distribution(&self) -> Vec<Distribution> {
         let Some(upsert) = &self.upsert else {
-            return vec![Distribution::UnspecifiedDistribution];
+            let keys = &self.distribution.1;
+            if keys.is_empty() {
+                return vec![Distribution::UnspecifiedDistribution];
+            }
+            // Every row of one table partition reaches the same writer task.
+            return vec![Distribution::HashPartitioned(keys.clone())];
         };
         // Every row of one key reaches the same writer task (in its input partition's order).
         let schema = self.input.schema();
@@ -148,6 +179,7 @@ impl ExecutionPlan for IcebergWriteExec {
             self.format_version,
         );
         node.upsert = self.upsert.clone();
+        node.distribution = self.distribution.clone();
         Ok(Arc::new(node))
     }
 

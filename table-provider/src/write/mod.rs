@@ -1,6 +1,8 @@
 //! Writing Iceberg data files: what a writer computes for each file it writes.
 //!
 //! - [`data_file_writer`]: one partition's rows as rolling Parquet files with exact metrics.
+//! - [`distribution`]: `write.distribution-mode`: rows hash-distributed on the partition key
+//!   so that one writer task writes each table partition.
 //! - [`dictionary`]: which columns a data file writes without a dictionary (parquet-mr's test,
 //!   on the file's first rows).
 //! - [`position_deletes`]: position-delete files (format 2): `(file_path, pos)` rows in Parquet,
@@ -16,14 +18,18 @@
 //! - [`partition_path`]: the partition directory of a data file, spelt as Iceberg Java spells it
 //!   (human strings, URL-encoded), so other engines find the same layout.
 //! - [`partitioner`]: batches split by partition (the spec's transforms over Arrow arrays).
+//! - [`partition_key_expr`]: a partition field's transform as a DataFusion physical expression
+//!   (what rows are hash-distributed on).
 //! - [`tracker`]: the files one write started and its running writer tasks, so a failed or
 //!   abandoned statement stops them and deletes every file they wrote.
 
 pub mod data_file_writer;
 pub mod deletion_vector;
 pub mod dictionary;
+pub mod distribution;
 pub mod equality_deletes;
 pub mod metrics;
+pub mod partition_key_expr;
 pub mod partition_path;
 pub mod partitioner;
 pub mod position_deletes;

@@ -13,14 +13,14 @@ use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::ScalarValue;
 use hashbrown::HashMap;
-use iceberg::spec::{PartitionSpec, PrimitiveType, Schema, Struct, Type};
+use iceberg::spec::{PartitionField, PartitionSpec, PrimitiveType, Schema, Struct, Type};
 use iceberg::transform::{BoxedTransformFunction, create_transform_function};
 
 use crate::error::{Error, Result};
 use crate::spec::{field_id_of, scalar_to_literal};
 
-/// One partition field, ready to apply.
-struct FieldTransform {
+/// One partition field, ready to apply to batches of the written data.
+pub(crate) struct FieldTransform {
     /// Indexes from the batch's top level down to the source column (through structs).
     path: Vec<usize>,
     function: BoxedTransformFunction,
@@ -35,6 +35,96 @@ impl std::fmt::Debug for FieldTransform {
             .field("path", &self.path)
             .field("result", &self.result)
             .finish_non_exhaustive()
+    }
+}
+
+impl FieldTransform {
+    /// The partition field `field` of a spec of `schema`, over batches of `arrow_schema` (the
+    /// Arrow form of `schema`, with field ids; the source column is found by its position there,
+    /// so batches whose columns are in the same order but carry no field ids work too).
+    pub(crate) fn new(
+        schema: &Schema,
+        field: &PartitionField,
+        arrow_schema: &SchemaRef,
+    ) -> Result<Self> {
+        let source = schema.field_by_id(field.source_id).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "partition field {} has no source column {}",
+                field.name, field.source_id
+            ))
+        })?;
+        let Type::Primitive(source_type) = source.field_type.as_ref() else {
+            return Err(Error::InvalidArgument(format!(
+                "partition field {} has a non-primitive source {}",
+                field.name, source.name
+            )));
+        };
+        let result = match field.transform.result_type(&source.field_type)? {
+            Type::Primitive(p) => p,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "partition field {} has result type {other}",
+                    field.name
+                )));
+            }
+        };
+        let path = path_to(arrow_schema.fields(), field.source_id).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "partition source column {} (field id {}) is not in the written data",
+                source.name, field.source_id
+            ))
+        })?;
+        let to_micros = matches!(
+            source_type,
+            PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs
+        ) && matches!(field.transform, iceberg::spec::Transform::Hour);
+        Ok(Self {
+            path,
+            function: create_transform_function(&field.transform)?,
+            result,
+            to_micros,
+        })
+    }
+
+    /// The type of the transformed values.
+    pub(crate) fn result(&self) -> &PrimitiveType {
+        &self.result
+    }
+
+    /// The transformed values of the rows of `batch`.
+    pub(crate) fn apply(&self, batch: &RecordBatch) -> Result<ArrayRef> {
+        let mut array: ArrayRef = Arc::clone(batch.column(self.path[0]));
+        for &index in &self.path[1..] {
+            let parent = array
+                .as_any()
+                .downcast_ref::<StructArray>()
+                .ok_or_else(|| {
+                    Error::InvalidArgument("partition source path is not a struct".into())
+                })?;
+            // A null parent struct makes its fields null.
+            let child = Arc::clone(parent.column(index));
+            array = match parent.nulls() {
+                Some(nulls) if nulls.null_count() > 0 => {
+                    let data = child.to_data().into_builder().nulls(Some(
+                        arrow::buffer::NullBuffer::union(Some(nulls), child.nulls())
+                            .unwrap_or_else(|| nulls.clone()),
+                    ));
+                    arrow::array::make_array(data.build()?)
+                }
+                _ => child,
+            };
+        }
+        let array = match array.data_type() {
+            DataType::Utf8View | DataType::LargeUtf8 => cast(&array, &DataType::Utf8)?,
+            DataType::BinaryView | DataType::LargeBinary => cast(&array, &DataType::Binary)?,
+            DataType::Dictionary(_, value) => cast(&array, value)?,
+            DataType::Timestamp(TimeUnit::Nanosecond, tz) if self.to_micros => cast(
+                &array,
+                &DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
+            )?,
+            _ => array,
+        };
+        Ok(self.function.transform(array)?)
     }
 }
 
@@ -117,46 +207,11 @@ impl Partitioner {
     /// A partitioner for `spec` over batches of `arrow_schema` (the Arrow form of `schema`, with
     /// field ids).
     pub fn new(schema: &Schema, spec: &PartitionSpec, arrow_schema: &SchemaRef) -> Result<Self> {
-        let mut fields = Vec::new();
-        for field in spec.fields() {
-            let source = schema.field_by_id(field.source_id).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "partition field {} has no source column {}",
-                    field.name, field.source_id
-                ))
-            })?;
-            let Type::Primitive(source_type) = source.field_type.as_ref() else {
-                return Err(Error::InvalidArgument(format!(
-                    "partition field {} has a non-primitive source {}",
-                    field.name, source.name
-                )));
-            };
-            let result = match field.transform.result_type(&source.field_type)? {
-                Type::Primitive(p) => p,
-                other => {
-                    return Err(Error::InvalidArgument(format!(
-                        "partition field {} has result type {other}",
-                        field.name
-                    )));
-                }
-            };
-            let path = path_to(arrow_schema.fields(), field.source_id).ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "partition source column {} (field id {}) is not in the written data",
-                    source.name, field.source_id
-                ))
-            })?;
-            let to_micros = matches!(
-                source_type,
-                PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs
-            ) && matches!(field.transform, iceberg::spec::Transform::Hour);
-            fields.push(FieldTransform {
-                path,
-                function: create_transform_function(&field.transform)?,
-                result,
-                to_micros,
-            });
-        }
+        let fields = spec
+            .fields()
+            .iter()
+            .map(|field| FieldTransform::new(schema, field, arrow_schema))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Self { fields })
     }
 
@@ -188,7 +243,7 @@ impl Partitioner {
         let transformed = self
             .fields
             .iter()
-            .map(|f| self.transform(f, batch))
+            .map(|f| f.apply(batch))
             .collect::<Result<Vec<_>>>()?;
         let converter = RowConverter::new(
             transformed
@@ -232,41 +287,6 @@ impl Partitioner {
             });
         }
         Ok(slices)
-    }
-
-    fn transform(&self, field: &FieldTransform, batch: &RecordBatch) -> Result<ArrayRef> {
-        let mut array: ArrayRef = Arc::clone(batch.column(field.path[0]));
-        for &index in &field.path[1..] {
-            let parent = array
-                .as_any()
-                .downcast_ref::<StructArray>()
-                .ok_or_else(|| {
-                    Error::InvalidArgument("partition source path is not a struct".into())
-                })?;
-            // A null parent struct makes its fields null.
-            let child = Arc::clone(parent.column(index));
-            array = match parent.nulls() {
-                Some(nulls) if nulls.null_count() > 0 => {
-                    let data = child.to_data().into_builder().nulls(Some(
-                        arrow::buffer::NullBuffer::union(Some(nulls), child.nulls())
-                            .unwrap_or_else(|| nulls.clone()),
-                    ));
-                    arrow::array::make_array(data.build()?)
-                }
-                _ => child,
-            };
-        }
-        let array = match array.data_type() {
-            DataType::Utf8View | DataType::LargeUtf8 => cast(&array, &DataType::Utf8)?,
-            DataType::BinaryView | DataType::LargeBinary => cast(&array, &DataType::Binary)?,
-            DataType::Dictionary(_, value) => cast(&array, value)?,
-            DataType::Timestamp(TimeUnit::Nanosecond, tz) if field.to_micros => cast(
-                &array,
-                &DataType::Timestamp(TimeUnit::Microsecond, tz.clone()),
-            )?,
-            _ => array,
-        };
-        Ok(field.function.transform(array)?)
     }
 }
 

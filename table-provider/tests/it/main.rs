@@ -44,3 +44,4 @@ mod spark_tables;
 mod table_changes;
 mod update;
 mod upsert;
+mod write_distribution;

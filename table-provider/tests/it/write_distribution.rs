@@ -1,0 +1,479 @@
+//! `write.distribution-mode`: an INSERT (CTAS, INSERT OVERWRITE) into a partitioned table
+//! hash-distributes its rows on the partition key (the transformed values: truncate, bucket,
+//! days; nulls; identity strings; void fields left out), so each table partition is written
+//! by one writer task: one data file per partition value, counted in the `files` metadata table
+//! against a model of the rows. `none` keeps each task's own files; an unpartitioned table is
+//! written as before; an unknown mode is an error naming the property and the table. EXPLAIN
+//! shows the repartition on the partition key below the write.
+//!
+//! The source is an unpartitioned Iceberg table of 8 files whose rows interleave every
+//! partition, so the scan's 4 partitions (the session's target) each carry rows of every
+//! table partition.
+
+use crate::common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{Array, Int64Array, StringArray};
+use common::{query, run_ddl, session, sorted_rows, warehouse_with_db, write_count};
+use datafusion::prelude::SessionContext;
+use iceberg::spec::{
+    FormatVersion, NestedField, PartitionSpec, PrimitiveType, Schema, SortOrder,
+    TableMetadataBuilder, Transform, Type,
+};
+use iceberg::transform::create_transform_function;
+use petrel_table_provider::{Catalog, Namespace, TableIdent};
+
+/// Rows of the source table.
+const ROWS: i64 = 40_000;
+/// Files of the source table (one INSERT each).
+const SOURCE_FILES: i64 = 8;
+/// 2024-01-01T00:00:00 in microseconds.
+const EPOCH_2024: i64 = 1_704_067_200_000_000;
+const DAY_MICROS: i64 = 86_400_000_000;
+
+/// One source row: (i, k, ts in micros, v) as the SQL below computes them.
+fn source_row(i: i64) -> (i64, Option<String>, Option<i64>, i64) {
+    let k = (i % 13 != 0).then(|| format!("k{}", i % 7));
+    let ts = (i % 11 != 0).then_some(EPOCH_2024 + (i % 5) * DAY_MICROS + i);
+    (i, k, ts, 3 * i)
+}
+
+/// The source table `iceberg.db.src` (i, k, ts, v): `ROWS` rows in `SOURCE_FILES` files, file
+/// f holding the rows i ≡ f (mod `SOURCE_FILES`).
+async fn create_source(ctx: &SessionContext) {
+    run_ddl(
+        ctx,
+        "CREATE TABLE iceberg.db.src (i BIGINT NOT NULL, k STRING, ts TIMESTAMP, v BIGINT)",
+    )
+    .await;
+    for f in 0..SOURCE_FILES {
+        let sql = format!(
+            "INSERT INTO iceberg.db.src SELECT i, \
+               CASE WHEN i % 13 = 0 THEN NULL ELSE 'k' || CAST(i % 7 AS VARCHAR) END, \
+               CASE WHEN i % 11 = 0 THEN NULL \
+                 ELSE to_timestamp_micros({EPOCH_2024} + (i % 5) * {DAY_MICROS} + i) END, \
+               3 * i \
+             FROM (SELECT unnest(range({f}, {ROWS}, {SOURCE_FILES})) AS i)"
+        );
+        assert_eq!(
+            write_count(ctx, &sql).await,
+            (ROWS / SOURCE_FILES) as u64,
+            "{sql}"
+        );
+    }
+}
+
+/// Iceberg's bucket of a string, by the `iceberg` crate's transform.
+fn bucket(n: u32, s: &str) -> i32 {
+    let out = create_transform_function(&Transform::Bucket(n))
+        .expect("bucket")
+        .transform(Arc::new(StringArray::from(vec![s])))
+        .expect("bucket transform");
+    out.as_any()
+        .downcast_ref::<arrow::array::Int32Array>()
+        .expect("int32")
+        .value(0)
+}
+
+/// The model's partition tuple of a row of `PARTITIONED BY (truncate(10000, i), bucket(4, k),
+/// days(ts))` as the `files` table prints it, and the rows of each.
+fn model_partitions(rows: impl Iterator<Item = i64>) -> BTreeMap<String, u64> {
+    let mut model = BTreeMap::new();
+    for i in rows {
+        let (i, k, ts, _) = source_row(i);
+        let trunc = i - i.rem_euclid(10_000);
+        let bucket = k.map(|k| bucket(4, &k));
+        // The `files` table prints a `date` partition value as the date.
+        let day = ts.map(|ts| {
+            (chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch")
+                + chrono::Days::new(ts.div_euclid(DAY_MICROS) as u64))
+            .to_string()
+        });
+        let key = serde_json::json!([trunc, bucket, day]).to_string();
+        *model.entry(key).or_insert(0u64) += 1;
+    }
+    model
+}
+
+/// The data files of `iceberg.db.<table>` as (partition tuple as a JSON array, record count),
+/// one entry per file.
+async fn files(ctx: &SessionContext, table: &str, fields: &[&str]) -> Vec<(String, u64)> {
+    let mut columns: Vec<String> = fields.iter().map(|f| format!("partition['{f}']")).collect();
+    columns.push("record_count".into());
+    let sql = format!(
+        "SELECT {} FROM iceberg.db.\"{table}$files\" WHERE content = 0",
+        columns.join(", ")
+    );
+    sorted_rows(ctx, &sql)
+        .await
+        .into_iter()
+        .map(|row| {
+            let mut values: Vec<serde_json::Value> = serde_json::from_str(&row).expect("row");
+            let count = values.pop().and_then(|c| c.as_u64()).expect("record_count");
+            (serde_json::Value::Array(values).to_string(), count)
+        })
+        .collect()
+}
+
+/// (count, sum(v)) of a query's single row.
+async fn count_and_sum(ctx: &SessionContext, sql: &str) -> (i64, i64) {
+    let batches = query(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let value = |c: usize| {
+        batches[0]
+            .column(c)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap_or_else(|| panic!("{sql}: column {c}"))
+            .value(0)
+    };
+    (value(0), value(1))
+}
+
+/// The physical plan EXPLAIN prints for `sql`.
+async fn physical_plan(ctx: &SessionContext, sql: &str) -> String {
+    let batches = query(ctx, &format!("EXPLAIN {sql}"))
+        .await
+        .unwrap_or_else(|e| panic!("EXPLAIN {sql}: {e}"));
+    let mut plan = String::new();
+    for batch in &batches {
+        let kinds = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("plan_type");
+        let texts = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("plan");
+        for row in 0..batch.num_rows() {
+            if kinds.value(row) == "physical_plan" {
+                plan.push_str(texts.value(row));
+            }
+        }
+    }
+    plan
+}
+
+const INSERT_ALL: &str = "SELECT i, k, ts, v FROM iceberg.db.src";
+
+#[tokio::test]
+async fn hash_distribution_writes_one_file_per_partition() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, catalog) = warehouse_with_db(dir.path()).await;
+    let ctx = session(vec![("iceberg", catalog)]);
+    assert!(ctx.state().config().target_partitions() >= 2);
+    create_source(&ctx).await;
+    let fields = ["i_trunc", "k_bucket", "ts_day"];
+    let partitioned = "PARTITIONED BY (truncate(10000, i), bucket(4, k), days(ts))";
+    for (table, properties) in [
+        ("hashed", ""),
+        (
+            "ranged",
+            " TBLPROPERTIES ('write.distribution-mode' = 'range')",
+        ),
+        (
+            "spread",
+            " TBLPROPERTIES ('write.distribution-mode' = 'none')",
+        ),
+    ] {
+        run_ddl(
+            &ctx,
+            &format!(
+                "CREATE TABLE iceberg.db.{table} (i BIGINT NOT NULL, k STRING, ts TIMESTAMP, \
+                 v BIGINT) {partitioned}{properties}"
+            ),
+        )
+        .await;
+    }
+
+    // The plan: a hash repartition on the transformed partition key below the write.
+    let key = "truncate[10000](i), bucket[4](k), day(ts)";
+    for table in ["hashed", "ranged"] {
+        let plan = physical_plan(
+            &ctx,
+            &format!("INSERT INTO iceberg.db.{table} {INSERT_ALL}"),
+        )
+        .await;
+        assert!(
+            plan.contains(&format!("RepartitionExec: partitioning=Hash([{key}], 4)")),
+            "{table}: {plan}"
+        );
+        let mode = if table == "hashed" { "hash" } else { "range" };
+        assert!(
+            plan.contains(&format!(
+                "IcebergWriteExec: spec=0 distribution={mode}[{key}]"
+            )),
+            "{table}: {plan}"
+        );
+    }
+    let plan = physical_plan(&ctx, &format!("INSERT INTO iceberg.db.spread {INSERT_ALL}")).await;
+    assert!(!plan.contains("partitioning=Hash"), "{plan}");
+    assert!(plan.contains("IcebergWriteExec: spec=0\n"), "{plan}");
+
+    let model = model_partitions(0..ROWS);
+    let model_files: Vec<(String, u64)> = model.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    assert!(model.len() > 40, "{} partitions", model.len());
+    for table in ["hashed", "ranged", "spread"] {
+        let sql = format!("INSERT INTO iceberg.db.{table} {INSERT_ALL}");
+        assert_eq!(write_count(&ctx, &sql).await, ROWS as u64, "{sql}");
+        let sum: i64 = (0..ROWS).map(|i| source_row(i).3).sum();
+        assert_eq!(
+            count_and_sum(
+                &ctx,
+                &format!("SELECT count(*), sum(v) FROM iceberg.db.{table}")
+            )
+            .await,
+            (ROWS, sum),
+            "{table}"
+        );
+        // Every row read back exactly, nulls included.
+        assert_eq!(
+            sorted_rows(
+                &ctx,
+                &format!(
+                    "SELECT * FROM iceberg.db.{table} EXCEPT ALL SELECT * FROM iceberg.db.src"
+                )
+            )
+            .await,
+            Vec::<String>::new(),
+            "{table}"
+        );
+        assert_eq!(
+            sorted_rows(
+                &ctx,
+                &format!(
+                    "SELECT * FROM iceberg.db.src EXCEPT ALL SELECT * FROM iceberg.db.{table}"
+                )
+            )
+            .await,
+            Vec::<String>::new(),
+            "{table}"
+        );
+        let files = files(&ctx, table, &fields).await;
+        if table == "spread" {
+            // Each of the 4 writer tasks wrote its own file of (nearly) every partition.
+            let mut per_partition: BTreeMap<String, u64> = BTreeMap::new();
+            for (partition, count) in &files {
+                *per_partition.entry(partition.clone()).or_default() += count;
+            }
+            assert_eq!(per_partition, model, "{table}: rows per partition");
+            assert!(
+                files.len() > 2 * model.len(),
+                "{table}: {} files for {} partitions",
+                files.len(),
+                model.len()
+            );
+        } else {
+            // One file per partition value, with exactly its rows.
+            assert_eq!(files, model_files, "{table}: files");
+        }
+    }
+
+    // INSERT OVERWRITE replaces the partitions it writes (i_trunc = 0) with the same rows, each
+    // with one file again.
+    let overwrite = format!("INSERT OVERWRITE iceberg.db.hashed {INSERT_ALL} WHERE i < 10000");
+    assert_eq!(write_count(&ctx, &overwrite).await, 10_000);
+    assert_eq!(
+        files(&ctx, "hashed", &fields).await,
+        model_files,
+        "files after INSERT OVERWRITE"
+    );
+    assert_eq!(
+        count_and_sum(&ctx, "SELECT count(*), sum(v) FROM iceberg.db.hashed").await,
+        (ROWS, (0..ROWS).map(|i| source_row(i).3).sum()),
+    );
+
+    // CTAS on a partitioned spec: one file per bucket (4 buckets and the null one).
+    run_ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.ctas PARTITIONED BY (bucket(4, k)) AS SELECT * FROM iceberg.db.src",
+    )
+    .await;
+    let mut buckets: BTreeMap<String, u64> = BTreeMap::new();
+    for i in 0..ROWS {
+        let bucket = source_row(i).1.map(|k| bucket(4, &k));
+        *buckets
+            .entry(serde_json::json!([bucket]).to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(
+        files(&ctx, "ctas", &["k_bucket"]).await,
+        buckets.into_iter().collect::<Vec<_>>(),
+        "CTAS files"
+    );
+}
+
+/// Creates `db.<name>` (i, k, v) with the partition fields `partitions` and `properties`.
+async fn create(
+    catalog: &dyn Catalog,
+    name: &str,
+    partitions: &[(&str, &str, Transform)],
+    properties: &[(&str, &str)],
+) {
+    let schema = Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "i", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(2, "k", Type::Primitive(PrimitiveType::String)).into(),
+            NestedField::optional(3, "ts", Type::Primitive(PrimitiveType::Timestamp)).into(),
+            NestedField::optional(4, "v", Type::Primitive(PrimitiveType::Long)).into(),
+        ])
+        .build()
+        .expect("schema");
+    let mut spec = PartitionSpec::builder(schema.clone());
+    for (column, name, transform) in partitions {
+        spec = spec
+            .add_partition_field(*column, *name, *transform)
+            .expect("partition field");
+    }
+    let spec = spec.build().expect("spec");
+    let ident = TableIdent::new(Namespace::new(vec!["db".into()]), name);
+    let location = catalog
+        .default_table_location(&ident)
+        .await
+        .expect("location");
+    let props: HashMap<String, String> = properties
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let metadata = TableMetadataBuilder::new(
+        schema,
+        spec,
+        SortOrder::unsorted_order(),
+        location,
+        FormatVersion::V2,
+        props,
+    )
+    .expect("metadata builder")
+    .build()
+    .expect("metadata")
+    .metadata;
+    catalog
+        .create_table(&ident, metadata)
+        .await
+        .expect("create table");
+}
+
+#[tokio::test]
+async fn identity_strings_void_fields_unpartitioned_tables_and_bad_modes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, catalog) = warehouse_with_db(dir.path()).await;
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+    create_source(&ctx).await;
+    // Identity on a string with a void field beside it: hashed on k alone.
+    create(
+        catalog.as_ref(),
+        "by_k",
+        &[
+            ("k", "k", Transform::Identity),
+            ("v", "v_void", Transform::Void),
+        ],
+        &[],
+    )
+    .await;
+    // Only void fields: unpartitioned, so no distribution (Spark's adjustment).
+    create(
+        catalog.as_ref(),
+        "all_void",
+        &[("k", "k_void", Transform::Void)],
+        &[],
+    )
+    .await;
+    create(catalog.as_ref(), "plain", &[], &[]).await;
+    create(
+        catalog.as_ref(),
+        "bad_mode",
+        &[("k", "k", Transform::Identity)],
+        &[("write.distribution-mode", "round-robin")],
+    )
+    .await;
+
+    let plan = physical_plan(&ctx, &format!("INSERT INTO iceberg.db.by_k {INSERT_ALL}")).await;
+    assert!(
+        plan.contains("RepartitionExec: partitioning=Hash([identity(k)], 4)"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("IcebergWriteExec: spec=0 distribution=hash[identity(k)]"),
+        "{plan}"
+    );
+    for table in ["all_void", "plain"] {
+        let plan = physical_plan(
+            &ctx,
+            &format!("INSERT INTO iceberg.db.{table} {INSERT_ALL}"),
+        )
+        .await;
+        assert!(!plan.contains("partitioning=Hash"), "{table}: {plan}");
+        assert!(
+            plan.contains("IcebergWriteExec: spec=0\n"),
+            "{table}: {plan}"
+        );
+    }
+
+    let sum: i64 = (0..ROWS).map(|i| source_row(i).3).sum();
+    let mut by_k: BTreeMap<String, u64> = BTreeMap::new();
+    for i in 0..ROWS {
+        let k = source_row(i).1;
+        *by_k
+            .entry(serde_json::json!([k, null]).to_string())
+            .or_default() += 1;
+    }
+    assert_eq!(by_k.len(), 8, "7 strings and null");
+    for table in ["by_k", "all_void", "plain"] {
+        let sql = format!("INSERT INTO iceberg.db.{table} {INSERT_ALL}");
+        assert_eq!(write_count(&ctx, &sql).await, ROWS as u64, "{sql}");
+        assert_eq!(
+            count_and_sum(
+                &ctx,
+                &format!("SELECT count(*), sum(v) FROM iceberg.db.{table}")
+            )
+            .await,
+            (ROWS, sum),
+            "{table}"
+        );
+    }
+    // One file per string (and one for null).
+    assert_eq!(
+        files(&ctx, "by_k", &["k", "v_void"]).await,
+        by_k.into_iter().collect::<Vec<_>>()
+    );
+    // Unpartitioned: each of the 4 writer tasks wrote its file, as before.
+    let per_task = |files: Vec<(String, u64)>| {
+        (
+            files.len(),
+            files.iter().map(|(_, count)| count).sum::<u64>(),
+        )
+    };
+    assert_eq!(per_task(files(&ctx, "plain", &[]).await), (4, ROWS as u64));
+    assert_eq!(
+        per_task(files(&ctx, "all_void", &["k_void"]).await),
+        (4, ROWS as u64)
+    );
+
+    // An unknown mode: the statement fails naming the property and the table, nothing written.
+    let error = query(
+        &ctx,
+        &format!("INSERT INTO iceberg.db.bad_mode {INSERT_ALL}"),
+    )
+    .await
+    .expect_err("unknown distribution mode");
+    assert!(
+        error.to_string().contains(
+            "table db.bad_mode: property write.distribution-mode=\"round-robin\" is invalid: \
+             expected none, hash or range"
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        count_and_sum(
+            &ctx,
+            "SELECT count(*), coalesce(sum(v), 0) FROM iceberg.db.bad_mode"
+        )
+        .await,
+        (0, 0)
+    );
+}

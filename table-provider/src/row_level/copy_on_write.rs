@@ -24,6 +24,7 @@ use super::position_columns::{PositionColumnsExec, PositionUse, Positions};
 use super::write_rows::write_rows;
 use crate::error::Result;
 use crate::provider::IcebergTableProvider;
+use crate::write::distribution::DELETE_DISTRIBUTION_MODE;
 
 /// Rewrites the data files of `positions` (by location) of `table`'s snapshot without those
 /// positions; returns the new data files (none for a file whose every row goes). A failure
@@ -62,5 +63,5 @@ pub(super) async fn rewrite_without(
         PositionUse::Drop(Arc::clone(positions)),
         row_schema,
     ));
-    write_rows(table, context, kept).await
+    write_rows(table, context, kept, DELETE_DISTRIBUTION_MODE).await
 }

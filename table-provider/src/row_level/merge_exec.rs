@@ -36,6 +36,7 @@ use crate::catalog::Catalog;
 use crate::commit::SnapshotChange;
 use crate::dml::count_properties;
 use crate::provider::IcebergTableProvider;
+use crate::write::distribution::MERGE_DISTRIBUTION_MODE;
 
 /// The table property naming MERGE's mode.
 const MERGE_MODE: &str = "write.merge.mode";
@@ -159,7 +160,7 @@ impl ExecutionPlan for IcebergMergeExec {
                 provider.table().ident().to_string(),
                 row_schema,
             ));
-            let new_rows = write_rows(&provider, &context, rows).await?;
+            let new_rows = write_rows(&provider, &context, rows, MERGE_DISTRIBUTION_MODE).await?;
             let tally = std::mem::take(&mut *tally.lock().unwrap_or_else(PoisonError::into_inner));
             let count = tally.updated + tally.deleted + tally.inserted;
             if !tally.changed.is_empty() {

@@ -29,6 +29,7 @@ use super::write_rows::write_rows;
 use crate::catalog::Catalog;
 use crate::dml::count_properties;
 use crate::provider::IcebergTableProvider;
+use crate::write::distribution::UPDATE_DISTRIBUTION_MODE;
 
 /// The table property naming UPDATE's mode.
 const UPDATE_MODE: &str = "write.update.mode";
@@ -143,7 +144,7 @@ impl ExecutionPlan for IcebergUpdateExec {
                 PositionUse::Record(Arc::clone(&positions)),
                 row_schema,
             ));
-            let new_rows = write_rows(&provider, &context, tap).await?;
+            let new_rows = write_rows(&provider, &context, tap, UPDATE_DISTRIBUTION_MODE).await?;
             let positions =
                 std::mem::take(&mut *positions.lock().unwrap_or_else(PoisonError::into_inner));
             let updated: u64 = positions.values().map(RoaringTreemap::len).sum();

@@ -7,6 +7,11 @@
 //! `IcebergWriteExec` (one writer per input partition: partitioning by the current spec,
 //! rolling files, metrics), and the data files it wrote are returned for the statement's one commit. A failed or dropped
 //! write deletes every file it started.
+//!
+//! The rows are hash-distributed on the partition key first (one writer task per table
+//! partition) when the statement's `write.{delete,update,merge}.distribution-mode` is `hash`
+//! (or `range`), the default for a partitioned table as in Spark: this plan is executed as it
+//! is built, outside the physical optimizer, so the repartition is put here.
 
 use std::sync::Arc;
 
@@ -14,8 +19,9 @@ use arrow::array::RecordBatch;
 use datafusion::catalog::TableProvider;
 use datafusion::common::Result as DFResult;
 use datafusion::execution::TaskContext;
-use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+use datafusion::physical_plan::repartition::RepartitionExec;
+use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties, Partitioning};
 use futures::TryStreamExt;
 use iceberg::spec::DataFile;
 
@@ -24,14 +30,17 @@ use crate::dml::{IcebergWriteExec, read_data_files};
 use crate::error::{Error, Result};
 use crate::provider::IcebergTableProvider;
 use crate::write::data_file_writer::WriteSettings;
+use crate::write::distribution::DistributionMode;
 
 /// Writes the rows `rows` produces (the columns of `table.schema()`) as new data files of the
-/// table `table` read; returns them (none when there are no rows). Fails, before writing, if
-/// the table's schema changed since it was loaded.
+/// table `table` read, distributed by the table property `distribution` (the statement's
+/// `write.*.distribution-mode`); returns them (none when there are no rows). Fails, before
+/// writing, if the table's schema changed since it was loaded.
 pub(super) async fn write_rows(
     table: &IcebergTableProvider,
     context: &Arc<TaskContext>,
     rows: Arc<dyn ExecutionPlan>,
+    distribution: &str,
 ) -> Result<Vec<DataFile>> {
     let loaded = table.table();
     let name = loaded.ident().to_string();
@@ -49,8 +58,24 @@ pub(super) async fn write_rows(
     } else {
         table.schema()
     };
+    let mode = DistributionMode::of_property(
+        &name,
+        metadata.properties(),
+        metadata.default_partition_spec(),
+        distribution,
+    )?;
     let settings = Arc::new(WriteSettings::new(name, metadata, arrow_schema)?);
     let partition_type = settings.spec().partition_type(settings.schema())?;
+    let keys = mode.keys(&settings)?;
+    let tasks = rows.output_partitioning().partition_count();
+    let rows: Arc<dyn ExecutionPlan> = if keys.is_empty() || tasks < 2 {
+        rows
+    } else {
+        Arc::new(RepartitionExec::try_new(
+            rows,
+            Partitioning::Hash(keys, tasks),
+        )?)
+    };
     let write: Arc<dyn ExecutionPlan> = Arc::new(IcebergWriteExec::new(
         rows,
         Arc::clone(&settings),

@@ -10,6 +10,10 @@
 //! - `range`: accepted and written as `hash` (Spark range-partitions on the sort order; Petrel
 //!   does not sort the rows it writes, so the partition key is all there is to distribute on).
 //!
+//! The rows of row-level statements follow `write.delete.distribution-mode` (the rows a
+//! copy-on-write DELETE keeps), `write.update.distribution-mode` and
+//! `write.merge.distribution-mode`, each `hash` by default, as Spark's copy-on-write writes.
+//!
 //! `hash` and `range` on an unpartitioned spec (no fields, or only `void` ones) are `none`,
 //! as Spark adjusts them. The distribution itself is DataFusion's: `IcebergWriteExec` requires
 //! its input hash-partitioned on these keys and the physical optimizer inserts the repartition.
@@ -26,6 +30,12 @@ use crate::error::{Error, Result};
 
 /// The table property naming a write's distribution mode.
 pub const DISTRIBUTION_MODE: &str = "write.distribution-mode";
+/// The distribution mode of the rows a copy-on-write DELETE keeps.
+pub const DELETE_DISTRIBUTION_MODE: &str = "write.delete.distribution-mode";
+/// The distribution mode of the new versions of the rows an UPDATE changes.
+pub const UPDATE_DISTRIBUTION_MODE: &str = "write.update.distribution-mode";
+/// The distribution mode of the rows a MERGE updates and inserts.
+pub const MERGE_DISTRIBUTION_MODE: &str = "write.merge.distribution-mode";
 
 /// How a write distributes its rows over its writer tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,10 +58,23 @@ impl DistributionMode {
         properties: &HashMap<String, String>,
         spec: &PartitionSpec,
     ) -> Result<Self> {
-        let mode = match properties.get(DISTRIBUTION_MODE) {
+        Self::of_property(table, properties, spec, DISTRIBUTION_MODE)
+    }
+
+    /// The mode of the rows a row-level statement writes (`property`: one of
+    /// [`DELETE_DISTRIBUTION_MODE`], [`UPDATE_DISTRIBUTION_MODE`], [`MERGE_DISTRIBUTION_MODE`]),
+    /// `hash` by default as in Spark's copy-on-write writes (and `none` for an unpartitioned
+    /// spec).
+    pub fn of_property(
+        table: &str,
+        properties: &HashMap<String, String>,
+        spec: &PartitionSpec,
+        property: &str,
+    ) -> Result<Self> {
+        let mode = match properties.get(property) {
             Some(value) => Self::parse(value).ok_or_else(|| {
                 Error::InvalidArgument(format!(
-                    "table {table}: property {DISTRIBUTION_MODE}={value:?} is invalid: \
+                    "table {table}: property {property}={value:?} is invalid: \
                      expected none, hash or range"
                 ))
             })?,

@@ -477,3 +477,75 @@ async fn identity_strings_void_fields_unpartitioned_tables_and_bad_modes() {
         (0, 0)
     );
 }
+
+#[tokio::test]
+async fn updates_hash_distribute_the_rows_they_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, catalog) = warehouse_with_db(dir.path()).await;
+    let ctx = session(vec![("iceberg", catalog)]);
+    create_source(&ctx).await;
+    // Written with `none`: each of the 4 tasks' own file of every bucket.
+    for (table, update_mode) in [("upd_hash", None), ("upd_none", Some("none"))] {
+        let update_mode = update_mode
+            .map(|m| format!(", 'write.update.distribution-mode' = '{m}'"))
+            .unwrap_or_default();
+        run_ddl(
+            &ctx,
+            &format!(
+                "CREATE TABLE iceberg.db.{table} (i BIGINT NOT NULL, k STRING, ts TIMESTAMP, \
+                 v BIGINT) PARTITIONED BY (bucket(4, k)) \
+                 TBLPROPERTIES ('write.distribution-mode' = 'none'{update_mode})"
+            ),
+        )
+        .await;
+        let sql = format!("INSERT INTO iceberg.db.{table} {INSERT_ALL}");
+        assert_eq!(write_count(&ctx, &sql).await, ROWS as u64);
+    }
+    let mut buckets: BTreeMap<String, u64> = BTreeMap::new();
+    for i in (0..ROWS).filter(|i| i % 2 == 0) {
+        let bucket = source_row(i).1.map(|k| bucket(4, &k));
+        *buckets
+            .entry(serde_json::json!([bucket]).to_string())
+            .or_default() += 1;
+    }
+    let updated: u64 = buckets.values().sum();
+    let sum: i64 = (0..ROWS)
+        .map(|i| source_row(i).3 + i64::from(i % 2 == 0))
+        .sum();
+    for table in ["upd_hash", "upd_none"] {
+        let before = files(&ctx, table, &["k_bucket"]).await;
+        assert!(before.len() > 2 * buckets.len(), "{table}: {before:?}");
+        let sql = format!("UPDATE iceberg.db.{table} SET v = v + 1 WHERE i % 2 = 0");
+        assert_eq!(write_count(&ctx, &sql).await, updated, "{sql}");
+        assert_eq!(
+            count_and_sum(
+                &ctx,
+                &format!("SELECT count(*), sum(v) FROM iceberg.db.{table}")
+            )
+            .await,
+            (ROWS, sum),
+            "{table}"
+        );
+        // The files the UPDATE added (merge-on-read: the old files stay, with deletes).
+        let mut added = files(&ctx, table, &["k_bucket"]).await;
+        for file in &before {
+            let at = added.iter().position(|f| f == file).expect("old file kept");
+            added.remove(at);
+        }
+        if table == "upd_hash" {
+            // One file per bucket with exactly the bucket's updated rows.
+            assert_eq!(
+                added,
+                buckets.clone().into_iter().collect::<Vec<_>>(),
+                "{table}"
+            );
+        } else {
+            let mut per_bucket: BTreeMap<String, u64> = BTreeMap::new();
+            for (bucket, count) in &added {
+                *per_bucket.entry(bucket.clone()).or_default() += count;
+            }
+            assert_eq!(per_bucket, buckets, "{table}");
+            assert!(added.len() > buckets.len(), "{table}: {added:?}");
+        }
+    }
+}

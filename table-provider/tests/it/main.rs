@@ -18,6 +18,7 @@ mod ddl;
 mod delete;
 mod delete_writers;
 mod equality_positions;
+mod footer_cache;
 mod insert;
 mod merge;
 mod merge_on_read;

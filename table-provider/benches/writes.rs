@@ -4,7 +4,10 @@
 //!    (`benches/common`: `id bigint, i int, d double, s string`, batches of 8,192 rows — DataFusion's
 //!    batch size — in a two-partition `MemTable`) written by `INSERT INTO t SELECT * FROM src`
 //!    into a fresh Iceberg table of a filesystem catalog, (a) unpartitioned and (b) partitioned
-//!    by `truncate(10, i)` (100 partitions, every batch touching all of them). The floor is
+//!    by `truncate(10, i)` (100 partitions, every batch touching all of them), once with the
+//!    default `write.distribution-mode` (`hash`: rows repartitioned on the partition key, one
+//!    writer task and one file per partition) and once with `none` (each writer task writes
+//!    its own file of every partition it sees). The floor is
 //!    DataFusion writing the same batches as Parquet with the same compression —
 //!    `COPY (SELECT * FROM src) TO '<dir>/' STORED AS PARQUET` with `zstd(1)`, the level
 //!    Petrel's writer uses when the table sets none (`write.parquet.compression-level`).
@@ -108,6 +111,17 @@ fn iceberg_schema() -> iceberg::spec::Schema {
 /// Creates `db.<name>` in `catalog` (unpartitioned, or by `truncate(10, i)`), with the
 /// default table properties.
 async fn create_table(catalog: &dyn Catalog, name: &str, partitioned: bool) {
+    create_table_with(catalog, name, partitioned, &[]).await;
+}
+
+/// Creates `db.<name>` in `catalog` (unpartitioned, or by `truncate(10, i)`) with the table
+/// properties `properties`.
+async fn create_table_with(
+    catalog: &dyn Catalog,
+    name: &str,
+    partitioned: bool,
+    properties: &[(&str, &str)],
+) {
     let schema = iceberg_schema();
     let mut spec = PartitionSpec::builder(schema.clone());
     if partitioned {
@@ -127,7 +141,10 @@ async fn create_table(catalog: &dyn Catalog, name: &str, partitioned: bool) {
         SortOrder::unsorted_order(),
         location,
         FormatVersion::V2,
-        HashMap::new(),
+        properties
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
     )
     .expect("builder")
     .build()
@@ -271,14 +288,15 @@ fn count_files(dir: &Path, ext: &str) -> usize {
 }
 
 /// The throughput cases, in the summary's order (indices are used below).
-const CASES: [&str; 7] = [
+const CASES: [&str; 8] = [
     "DataFusion COPY, Parquet zstd(1) (floor)",
     "Petrel INSERT, unpartitioned",
     "DataFusion COPY PARTITIONED BY (100 Hive dirs)",
-    "Petrel INSERT, truncate(10, i): 100 partitions",
+    "Petrel INSERT, truncate(10, i): 100 partitions, distribution hash (default)",
     "PyIceberg append, unpartitioned",
     "PyIceberg append, truncate(10, i)",
     "DataFusion COPY PARTITIONED BY, dictionary off (diagnostic)",
+    "Petrel INSERT, truncate(10, i): 100 partitions, distribution none",
 ];
 
 fn main() {
@@ -431,25 +449,36 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
         sizes.insert(CASES[6], (dir_bytes(&dir), count_files(&dir, ".parquet")));
         let _ = std::fs::remove_dir_all(&dir);
 
-        // 4. Petrel, 100 partitions.
-        let name = format!("parted_{round}");
-        create_table(fs_catalog.as_ref(), &name, true).await;
-        let sql = format!("INSERT INTO iceberg.db.{name} SELECT * FROM src");
-        let (n, s) = timed(run_count(&ctx, &sql)).await;
-        assert_eq!(n, rows as u64, "{sql}");
-        samples.entry(CASES[3]).or_default().push((round, s));
-        let table_dir = warehouse.join("db").join(&name);
-        sizes.insert(
-            CASES[3],
-            (
-                dir_bytes(&table_dir.join("data")),
-                count_files(&table_dir.join("data"), ".parquet"),
-            ),
-        );
-        if round == 0 {
-            verify(&ctx, &name, rows).await;
+        // 4. Petrel, 100 partitions: rows hash-distributed on the partition key (the default
+        // `write.distribution-mode` of a partitioned table), then each writer task's own files
+        // (`none`).
+        for (case, name, mode) in [
+            (CASES[3], format!("parted_{round}"), "hash"),
+            (CASES[7], format!("spread_{round}"), "none"),
+        ] {
+            let properties = if mode == "hash" {
+                Vec::new()
+            } else {
+                vec![("write.distribution-mode", mode)]
+            };
+            create_table_with(fs_catalog.as_ref(), &name, true, &properties).await;
+            let sql = format!("INSERT INTO iceberg.db.{name} SELECT * FROM src");
+            let (n, s) = timed(run_count(&ctx, &sql)).await;
+            assert_eq!(n, rows as u64, "{sql}");
+            samples.entry(case).or_default().push((round, s));
+            let table_dir = warehouse.join("db").join(&name);
+            sizes.insert(
+                case,
+                (
+                    dir_bytes(&table_dir.join("data")),
+                    count_files(&table_dir.join("data"), ".parquet"),
+                ),
+            );
+            if round == 0 {
+                verify(&ctx, &name, rows).await;
+            }
+            let _ = std::fs::remove_dir_all(&table_dir);
         }
-        let _ = std::fs::remove_dir_all(&table_dir);
 
         // 5. PyIceberg, both cases, in its own process.
         if let Some(python) = &python {
@@ -586,6 +615,12 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
         ("Petrel unpartitioned throughput ÷ floor", 0, 1, "≥ 0.8"),
         ("Petrel 100 partitions throughput ÷ floor", 0, 3, "≥ 0.6"),
         (
+            "Petrel 100 partitions, distribution none, throughput ÷ floor",
+            0,
+            7,
+            "(before hash)",
+        ),
+        (
             "Petrel 100 partitions ÷ DataFusion partitioned COPY",
             2,
             3,
@@ -593,6 +628,12 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
         ),
         ("PyIceberg ÷ Petrel, unpartitioned (speed-up)", 4, 1, "≥ 3"),
         ("PyIceberg ÷ Petrel, 100 partitions (speed-up)", 5, 3, "≥ 3"),
+        (
+            "PyIceberg ÷ Petrel, 100 partitions, distribution none",
+            5,
+            7,
+            "(before hash)",
+        ),
     ] {
         println!("| {name} | {} | {goal} |", ratios(CASES[num], CASES[den]));
     }

@@ -3,9 +3,10 @@
 //! The deleted positions of a file (position delete files and deletion vectors, folded into one
 //! bitmap) are applied in two layers:
 //!
-//! - **Skips** ([`PositionalPlan`]): row groups whose every row is deleted, and runs of at
-//!   least [`MIN_SKIPPED_RUN`] consecutive deleted rows, become a `ParquetAccessPlan` (skipped
-//!   row groups, row selections), so the reader never decodes them.
+//! - **Skips** ([`PositionalPlan`]): row groups whose every row is deleted, runs of at least
+//!   [`MIN_SKIPPED_RUN`] consecutive deleted rows, and the rows of pages a filtered read's page
+//!   index prunes ([`GroupRead::Rows`]), become a `ParquetAccessPlan` (skipped row groups, row
+//!   selections), so the reader never decodes them.
 //! - **A keep-mask** ([`PositionFilter`]): every other deleted row is dropped from the decoded
 //!   batches with one vectorised filter. The plan knows exactly which positions the reader
 //!   emits, in order, so it builds one bit per emitted row up front and each batch takes the
@@ -72,21 +73,104 @@ pub(crate) struct PositionalPlan {
     pub(crate) emitted: Arc<[Range<u64>]>,
 }
 
+/// What the reader is to read of one row group (before deletes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GroupRead {
+    /// Nothing: outside the task's byte range, or pruned by statistics.
+    Skip,
+    /// Every row.
+    All,
+    /// These rows (offsets within the row group: ascending, disjoint), the pages the page
+    /// index keeps.
+    Rows(Vec<Range<u64>>),
+}
+
+impl From<bool> for GroupRead {
+    fn from(scan: bool) -> Self {
+        if scan {
+            GroupRead::All
+        } else {
+            GroupRead::Skip
+        }
+    }
+}
+
+impl GroupRead {
+    /// The row group's rows to read, from the row selection of an access plan over a row
+    /// group of `rows` rows.
+    pub(crate) fn of_access(access: &RowGroupAccess, rows: u64) -> Self {
+        match access {
+            RowGroupAccess::Skip => GroupRead::Skip,
+            RowGroupAccess::Scan => GroupRead::All,
+            RowGroupAccess::Selection(selection) => {
+                let mut ranges: Vec<Range<u64>> = Vec::new();
+                let mut at = 0u64;
+                for selector in selection.iter() {
+                    let end = (at + selector.row_count as u64).min(rows);
+                    if !selector.skip && end > at {
+                        match ranges.last_mut() {
+                            Some(last) if last.end == at => last.end = end,
+                            _ => ranges.push(at..end),
+                        }
+                    }
+                    at = end;
+                }
+                match ranges.as_slice() {
+                    [] => GroupRead::Skip,
+                    [only] if *only == (0..rows) => GroupRead::All,
+                    _ => GroupRead::Rows(ranges),
+                }
+            }
+        }
+    }
+
+    /// The rows to read of a row group of `rows` rows (offsets within it).
+    fn ranges(&self, rows: u64) -> Vec<Range<u64>> {
+        match self {
+            GroupRead::Skip => vec![],
+            GroupRead::All => std::iter::once(0..rows).collect(),
+            GroupRead::Rows(ranges) => ranges
+                .iter()
+                .map(|r| r.start.min(rows)..r.end.min(rows))
+                .filter(|r| !r.is_empty())
+                .collect(),
+        }
+    }
+}
+
 /// Plans the read of a file whose row groups hold `row_group_rows` rows, of which the reader
 /// is to read those with `scan[i]` (the others are outside the task's byte range or pruned by
-/// statistics), `deleted` holding the file's deleted positions. One pass over the deleted
-/// positions of the scanned row groups.
+/// statistics), `deleted` holding the file's deleted positions.
+#[cfg(test)]
 pub(crate) fn positional_plan(
     deleted: &DeletedPositions,
     row_group_rows: &[u64],
     scan: &[bool],
 ) -> PositionalPlan {
-    let scanned = |index: usize| scan.get(index).copied().unwrap_or(true);
+    let reads: Vec<GroupRead> = scan.iter().map(|&s| GroupRead::from(s)).collect();
+    positional_plan_of(deleted, row_group_rows, &reads)
+}
+
+/// Plans the read of a file whose row groups hold `row_group_rows` rows, of which the reader
+/// is to read what `reads[i]` says (a missing entry: the whole group), `deleted` holding the
+/// file's deleted positions. One pass over the deleted positions of the rows read. Rows the
+/// reads leave out (pages pruned by the page index) are skipped like deleted runs, but are
+/// neither emitted nor counted as deleted.
+pub(crate) fn positional_plan_of(
+    deleted: &DeletedPositions,
+    row_group_rows: &[u64],
+    reads: &[GroupRead],
+) -> PositionalPlan {
+    let read = |index: usize, rows: u64| {
+        reads
+            .get(index)
+            .map_or_else(|| std::iter::once(0..rows).collect(), |r| r.ranges(rows))
+    };
     let capacity: u64 = row_group_rows
         .iter()
         .enumerate()
-        .filter(|(i, _)| scanned(*i))
-        .map(|(_, rows)| rows)
+        .flat_map(|(i, &rows)| read(i, rows))
+        .map(|r| r.end - r.start)
         .sum();
     let mut keep = all_set(capacity as usize);
     let mut groups = Vec::with_capacity(row_group_rows.len());
@@ -102,58 +186,81 @@ pub(crate) fn positional_plan(
     };
     let mut start = 0u64;
     for (index, &rows) in row_group_rows.iter().enumerate() {
-        let (group_start, end) = (start, start + rows);
-        start = end;
-        if !scanned(index) {
+        let (group_start, group_end) = (start, start + rows);
+        start = group_end;
+        let ranges = read(index, rows);
+        if ranges.is_empty() {
             groups.push(RowGroupAccess::Skip);
             continue;
         }
-        let positions = deleted.within(group_start..end, &mut buffer);
-        if rows > 0 && positions.len() as u64 == rows {
-            skipped_deleted += rows;
-            groups.push(RowGroupAccess::Skip);
-            continue;
+        let whole = ranges.len() == 1 && ranges[0] == (0..rows);
+        if whole && rows > 0 {
+            let positions = deleted.within(group_start..group_end, &mut buffer);
+            if positions.len() as u64 == rows {
+                skipped_deleted += rows;
+                groups.push(RowGroupAccess::Skip);
+                continue;
+            }
         }
-        // Walk the group's deleted runs: long ones become skips, short ones keep-mask holes.
+        // Per range read: its deleted runs, long ones skipped, short ones keep-mask holes;
+        // rows between ranges skipped.
         let mut selectors = Vec::new();
-        // Start of the segment being emitted, and its row in the keep-mask.
-        let (mut cursor, mut cursor_row) = (group_start, emitted_rows);
-        let mut at = 0;
-        while at < positions.len() {
-            let first = positions[at];
-            let mut run = 1;
-            while at + run < positions.len() && positions[at + run] == first + run as u64 {
-                run += 1;
+        let mut skips = false;
+        // Where the selectors have got to (absolute position).
+        let mut selected_to = group_start;
+        for range in ranges {
+            let (range_start, end) = (group_start + range.start, group_start + range.end);
+            if range_start > selected_to {
+                selectors.push(RowSelector::skip((range_start - selected_to) as usize));
+                skips = true;
             }
-            at += run;
-            let run_end = first + run as u64;
-            if run as u64 >= MIN_SKIPPED_RUN {
-                if first > cursor {
-                    selectors.push(RowSelector::select((first - cursor) as usize));
-                    emitted_rows += first - cursor;
-                    emit(cursor..first);
+            let positions = deleted.within(range_start..end, &mut buffer);
+            // Start of the segment being emitted, and its row in the keep-mask.
+            let (mut cursor, mut cursor_row) = (range_start, emitted_rows);
+            let mut at = 0;
+            while at < positions.len() {
+                let first = positions[at];
+                let mut run = 1;
+                while at + run < positions.len() && positions[at + run] == first + run as u64 {
+                    run += 1;
                 }
-                selectors.push(RowSelector::skip(run));
-                skipped_deleted += run as u64;
-                (cursor, cursor_row) = (run_end, emitted_rows);
-            } else {
-                let bits = keep.as_slice_mut();
-                for p in first..run_end {
-                    arrow::util::bit_util::unset_bit(bits, (cursor_row + (p - cursor)) as usize);
+                at += run;
+                let run_end = first + run as u64;
+                if run as u64 >= MIN_SKIPPED_RUN {
+                    if first > cursor {
+                        selectors.push(RowSelector::select((first - cursor) as usize));
+                        emitted_rows += first - cursor;
+                        emit(cursor..first);
+                    }
+                    selectors.push(RowSelector::skip(run));
+                    skips = true;
+                    skipped_deleted += run as u64;
+                    (cursor, cursor_row) = (run_end, emitted_rows);
+                } else {
+                    let bits = keep.as_slice_mut();
+                    for p in first..run_end {
+                        arrow::util::bit_util::unset_bit(
+                            bits,
+                            (cursor_row + (p - cursor)) as usize,
+                        );
+                    }
                 }
             }
-        }
-        if cursor < end {
-            emitted_rows += end - cursor;
-            emit(cursor..end);
-            if !selectors.is_empty() {
+            if cursor < end {
+                emitted_rows += end - cursor;
+                emit(cursor..end);
                 selectors.push(RowSelector::select((end - cursor) as usize));
             }
+            selected_to = end;
         }
-        groups.push(if selectors.is_empty() {
-            RowGroupAccess::Scan
-        } else {
+        if selected_to < group_end {
+            selectors.push(RowSelector::skip((group_end - selected_to) as usize));
+            skips = true;
+        }
+        groups.push(if skips {
             RowGroupAccess::Selection(RowSelection::from(selectors))
+        } else {
+            RowGroupAccess::Scan
         });
     }
     PositionalPlan {
@@ -361,18 +468,30 @@ mod tests {
     }
 
     fn check(deleted: &[u64], row_groups: &[u64], scan: &[bool], batch_rows: usize) {
+        let reads: Vec<GroupRead> = scan.iter().map(|&s| GroupRead::from(s)).collect();
+        check_reads(deleted, row_groups, &reads, batch_rows);
+    }
+
+    /// Reading `reads` of row groups of `row_groups` rows with `deleted` keeps exactly the
+    /// positions read that are not deleted, in order.
+    fn check_reads(deleted: &[u64], row_groups: &[u64], reads: &[GroupRead], batch_rows: usize) {
         let mut expected = Vec::new();
         let mut start = 0u64;
-        for (i, rows) in row_groups.iter().enumerate() {
-            if scan.get(i).copied().unwrap_or(true) {
-                expected
-                    .extend((start..start + rows).filter(|p| deleted.binary_search(p).is_err()));
+        for (i, &rows) in row_groups.iter().enumerate() {
+            let ranges = reads
+                .get(i)
+                .map_or_else(|| GroupRead::All.ranges(rows), |r| r.ranges(rows));
+            for range in ranges {
+                expected.extend(
+                    (start + range.start..start + range.end)
+                        .filter(|p| deleted.binary_search(p).is_err()),
+                );
             }
             start += rows;
         }
         let expected: Vec<i64> = expected.into_iter().map(|p| p as i64).collect();
         for positions in both(deleted) {
-            let plan = positional_plan(&positions, row_groups, scan);
+            let plan = positional_plan_of(&positions, row_groups, reads);
             let (kept, _) = read(&plan, row_groups, batch_rows);
             assert_eq!(
                 kept, expected,
@@ -442,6 +561,57 @@ mod tests {
             }
         }
         check(&deleted, &[100, 0, 200], &[true, true, true], 17);
+    }
+
+    #[test]
+    fn pages_left_out_are_skipped_and_not_counted_as_deleted() {
+        // Row group 0: two page ranges read, a 5,000-row deleted run inside the second one and
+        // deletes in the rows left out; row group 1 whole; row group 2 not read.
+        let mut deleted: Vec<u64> = (3000..8000).collect();
+        deleted.extend([5, 999, 1000, 1500, 9_500, 10_500, 20_001]);
+        deleted.sort_unstable();
+        let row_groups = [10_000, 10_000, 10_000];
+        let reads = [
+            GroupRead::Rows(vec![0..1000, 2000..9000]),
+            GroupRead::All,
+            GroupRead::Skip,
+        ];
+        for positions in both(&deleted) {
+            let plan = positional_plan_of(&positions, &row_groups, &reads);
+            // Only the long run inside a range read counts as skipped deleted rows.
+            assert_eq!(plan.skipped_deleted, 5000);
+            let want: Vec<i64> = (0..1000)
+                .chain(2000..3000)
+                .chain(8000..9000)
+                .chain(10_000..20_000)
+                .collect();
+            assert_eq!(emitted(&plan, &row_groups), want);
+            assert!(matches!(plan.access.inner()[1], RowGroupAccess::Scan));
+            assert!(matches!(plan.access.inner()[2], RowGroupAccess::Skip));
+        }
+        for batch in [1, 7, 1000, 4096, 30_000] {
+            check_reads(&deleted, &row_groups, &reads, batch);
+        }
+        // A selection from the page index, as an access plan gives it.
+        let selection = RowSelection::from(vec![
+            RowSelector::skip(100),
+            RowSelector::select(50),
+            RowSelector::select(50),
+            RowSelector::skip(800),
+        ]);
+        let read = GroupRead::of_access(&RowGroupAccess::Selection(selection), 1000);
+        assert_eq!(read, GroupRead::Rows(std::iter::once(100..200).collect()));
+        let all = RowSelection::from(vec![RowSelector::select(1000)]);
+        assert_eq!(
+            GroupRead::of_access(&RowGroupAccess::Selection(all), 1000),
+            GroupRead::All
+        );
+        let none = RowSelection::from(vec![RowSelector::skip(1000)]);
+        assert_eq!(
+            GroupRead::of_access(&RowGroupAccess::Selection(none), 1000),
+            GroupRead::Skip
+        );
+        check_reads(&[150, 151, 900], &[1000], &[read], 64);
     }
 
     #[test]

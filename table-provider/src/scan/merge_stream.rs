@@ -8,8 +8,10 @@
 //!   positions are loaded when the scan reaches it (each delete file once per query, shared with
 //!   the other partitions), long deleted runs become a Parquet access plan, and the rest are
 //!   dropped from the decoded batches by a keep-mask (`deletes::position_filter`). Its row
-//!   groups are pruned here — by the task's byte range and the pushed filters' statistics — and
-//!   read without page-level pruning, so the positions of the rows the reader emits are known.
+//!   groups are pruned here — by the task's byte range and the pushed filters' statistics —
+//!   and so are its pages, by the page index (except while equality positions are recorded,
+//!   which covers whole row groups); the reader gets the resulting row selection and no
+//!   predicate, so the positions of the rows it emits are known.
 //!
 //! The next run is prepared (delete files loaded, footer fetched) while the current one
 //! streams. Equality deletes are applied last, to every batch, once the scan's equality sets
@@ -31,7 +33,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::{
-    ParquetAccessPlan, ParquetFileMetrics, RowGroupAccessPlanFilter,
+    PagePruningAccessPlanFilter, ParquetAccessPlan, ParquetFileMetrics, RowGroupAccessPlanFilter,
     apply_file_schema_type_coercions,
 };
 use datafusion::datasource::physical_plan::{FileGroup, FileScanConfig};
@@ -51,8 +53,8 @@ use super::nan_safe_stats::{NanFreeColumns, nan_safe_metadata};
 use roaring::RoaringTreemap;
 
 use crate::deletes::{
-    DeletedPositions, EqualityMode, EqualityPositionsKey, EqualitySets, MergeOnRead,
-    PositionFilter, positional_plan,
+    DeletedPositions, EqualityMode, EqualityPositionsKey, EqualitySets, GroupRead, MergeOnRead,
+    PositionFilter, positional_plan_of,
 };
 
 /// Column of a positional scan holding each row's data file, as the manifests name it.
@@ -237,26 +239,44 @@ async fn open_run(
     if let Some(range) = &file.range {
         pruned.prune_by_range(row_groups, range);
     }
-    if let Some((predicate, file_schema)) = pruning_predicate(spec, &metadata) {
-        let file_metrics =
-            ParquetFileMetrics::new(partition, file.object_meta.location.as_ref(), metrics);
+    let predicate = file_predicate(spec, &metadata);
+    let file_metrics = predicate
+        .as_ref()
+        .map(|_| ParquetFileMetrics::new(partition, file.object_meta.location.as_ref(), metrics));
+    if let (Some(predicate), Some(file_metrics)) = (&predicate, &file_metrics) {
         pruned.prune_by_statistics(
-            &file_schema,
+            &predicate.schema,
             metadata.file_metadata().schema_descr(),
             row_groups,
-            &predicate,
-            &file_metrics,
+            &predicate.pruning,
+            file_metrics,
         );
     }
-    let pruned = pruned.build();
-    let scanned: Vec<bool> = (0..row_groups.len())
-        .map(|i| pruned.should_scan(i))
-        .collect();
+    let mut pruned = pruned.build();
+    // The pages the filter cannot match are skipped too, except while recording equality
+    // positions (which covers whole row groups).
+    if let (None, Some(predicate), Some(file_metrics)) = (&record, &predicate, &file_metrics) {
+        pruned = PagePruningAccessPlanFilter::new(&predicate.expr, Arc::clone(&predicate.schema))
+            .prune_plan_with_page_index(
+                pruned,
+                &predicate.schema,
+                metadata.file_metadata().schema_descr(),
+                &metadata,
+                file_metrics,
+            );
+    }
     let rows: Vec<u64> = row_groups
         .iter()
         .map(|g| g.num_rows().max(0) as u64)
         .collect();
-    let plan = positional_plan(&deleted, &rows, &scanned);
+    let reads: Vec<GroupRead> = pruned
+        .inner()
+        .iter()
+        .zip(&rows)
+        .map(|(access, &rows)| GroupRead::of_access(access, rows))
+        .collect();
+    let scanned: Vec<bool> = reads.iter().map(|r| *r != GroupRead::Skip).collect();
+    let plan = positional_plan_of(&deleted, &rows, &reads);
     merge.record_removed_in(index, plan.skipped_deleted as usize);
 
     let mut file = file;
@@ -386,10 +406,7 @@ fn with_positions(
 
 /// The pushed filters as a row-group pruning predicate over one data file's own schema, as
 /// DataFusion's Parquet opener builds it; `None` when there are none or they cannot prune.
-fn pruning_predicate(
-    spec: &MergeSpec,
-    metadata: &ParquetMetaData,
-) -> Option<(PruningPredicate, SchemaRef)> {
+fn file_predicate(spec: &MergeSpec, metadata: &ParquetMetaData) -> Option<FilePredicate> {
     let predicate = spec.predicate.as_ref()?;
     let footer = metadata.file_metadata();
     let physical =
@@ -401,7 +418,21 @@ fn pruning_predicate(
         .adapter
         .create(Arc::clone(&spec.file_schema), Arc::clone(&physical))
         .ok()?;
-    let predicate = rewriter.rewrite(Arc::clone(predicate)).ok()?;
-    let pruning = PruningPredicate::try_new(predicate, Arc::clone(&physical)).ok()?;
-    (!pruning.always_true()).then_some((pruning, physical))
+    let expr = rewriter.rewrite(Arc::clone(predicate)).ok()?;
+    let pruning = PruningPredicate::try_new(Arc::clone(&expr), Arc::clone(&physical)).ok()?;
+    (!pruning.always_true()).then_some(FilePredicate {
+        pruning,
+        expr,
+        schema: physical,
+    })
+}
+
+/// The scan's pushed filters in terms of one data file's own schema.
+struct FilePredicate {
+    /// For the row groups' statistics.
+    pruning: PruningPredicate,
+    /// For the page index.
+    expr: Arc<dyn PhysicalExpr>,
+    /// The file's Arrow schema.
+    schema: SchemaRef,
 }

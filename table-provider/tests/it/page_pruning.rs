@@ -133,3 +133,98 @@ async fn point_query_decodes_one_page_of_the_key_and_only_matching_rows() {
     .expect("query");
     assert_eq!(common::single_i64(&batches), 1);
 }
+
+/// A file with position deletes is read through its page index too: the pages the filter
+/// cannot match are skipped (their rows never decoded), and the deleted rows of the pages read
+/// are still dropped — for a query and for the positional scan of a DELETE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_of_a_file_with_position_deletes_are_pruned_by_the_page_index() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
+    let ctx = session(vec![("iceberg", catalog)]);
+    ctx.sql("SET datafusion.execution.target_partitions = 1")
+        .await
+        .expect("set");
+    run_ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.points (id bigint, qty int, comment string) USING iceberg \
+         TBLPROPERTIES ('write.parquet.page-row-limit' = '1000')",
+    )
+    .await;
+    let inserted = write_count(
+        &ctx,
+        "INSERT INTO iceberg.db.points SELECT value, CAST(value % 7 AS INT), \
+         concat('comment of row ', CAST(value AS VARCHAR)) FROM range(0, 10000)",
+    )
+    .await;
+    assert_eq!(inserted, 10_000);
+    let pages = page_rows(&warehouse, "points", 0);
+    assert_eq!(pages.len(), 10, "{pages:?}");
+    assert_eq!(pages[4], 1024, "{pages:?}");
+    // Merge-on-read (Petrel's default): one row in ten becomes a position delete.
+    let deleted = write_count(&ctx, "DELETE FROM iceberg.db.points WHERE id % 10 = 3").await;
+    assert_eq!(deleted, 1000);
+
+    // 4100..=4200 lies in the page of rows 4096..5120; ids ending in 3 are deleted.
+    let sql = "SELECT count(*), sum(id) FROM iceberg.db.points WHERE id BETWEEN 4100 AND 4200";
+    let (plan, batches) = run_plan(&ctx, sql).await;
+    let want: Vec<i64> = (4100..=4200).filter(|i| i % 10 != 3).collect();
+    assert_eq!(
+        count_and_sum(&batches),
+        (want.len() as i64, want.iter().sum::<i64>())
+    );
+    assert_eq!(
+        pruning(&plan, "page_index_rows_pruned"),
+        (10_000 - 1024, 1024)
+    );
+    // Each bound is a page predicate of its own: `>= 4100` prunes pages 0-3 and keeps 6,
+    // `<= 4200` prunes pages 5-9 and keeps 5.
+    assert_eq!(pruning(&plan, "page_index_pages_pruned"), (9, 11));
+
+    // A deleted key in the page read: nothing.
+    let batches = query(
+        &ctx,
+        "SELECT count(*) FROM iceberg.db.points WHERE id = 4323",
+    )
+    .await
+    .expect("query");
+    assert_eq!(common::single_i64(&batches), 0);
+
+    // A DELETE's positional scan prunes the same way and finds exactly the live rows.
+    let deleted = write_count(
+        &ctx,
+        "DELETE FROM iceberg.db.points WHERE id BETWEEN 4100 AND 4200",
+    )
+    .await;
+    assert_eq!(deleted, want.len() as u64);
+    let batches = query(&ctx, "SELECT count(*), sum(id) FROM iceberg.db.points")
+        .await
+        .expect("query");
+    let live: Vec<i64> = (0..10_000)
+        .filter(|i| i % 10 != 3 && !(4100..=4200).contains(i))
+        .collect();
+    assert_eq!(
+        count_and_sum(&batches),
+        (live.len() as i64, live.iter().sum::<i64>())
+    );
+}
+
+/// The one row of a `count(*), sum(..)` answer.
+fn count_and_sum(batches: &[arrow::array::RecordBatch]) -> (i64, i64) {
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+    let rows: Vec<(i64, i64)> = batches
+        .iter()
+        .flat_map(|b| {
+            let (c, s) = (
+                b.column(0).as_primitive::<Int64Type>(),
+                b.column(1).as_primitive::<Int64Type>(),
+            );
+            (0..b.num_rows())
+                .map(move |i| (c.value(i), s.value(i)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    rows[0]
+}

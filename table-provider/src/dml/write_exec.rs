@@ -318,11 +318,8 @@ async fn write_upsert(
     let tracker = settings.tracker();
     let schema = settings.arrow_schema();
     let mut batches = Vec::new();
-    while let Some(batch) = input.next().await {
-        if tracker.is_stopped() {
-            return Err(stopped());
-        }
-        let batch = conform(settings, &batch?)?;
+    while let Some(batch) = next_unless_stopped(&mut input, tracker).await? {
+        let batch = conform(settings, &batch)?;
         reservation.try_grow(batch.get_array_memory_size())?;
         batches.push(batch);
     }
@@ -399,6 +396,26 @@ fn stopped() -> DataFusionError {
 /// The writers gather zero-copy slices of the input batches, so the task keeps the batches
 /// whose rows a writer still holds; past [`KEPT_INPUT_BYTES`] of them, the writers holding
 /// rows of the oldest one write what they gathered, and that batch is let go.
+/// The next input batch, or the error of a stopped write as soon as the write is stopped —
+/// also while the task waits for input that may never come.
+async fn next_unless_stopped(
+    input: &mut SendableRecordBatchStream,
+    tracker: &WriteTracker,
+) -> DFResult<Option<RecordBatch>> {
+    if tracker.is_stopped() {
+        return Err(stopped());
+    }
+    tokio::select! {
+        biased;
+        () = tracker.stopped() => Err(stopped()),
+        batch = input.next() => match batch {
+            // A batch that arrives as the write stops is not written.
+            Some(_) if tracker.is_stopped() => Err(stopped()),
+            batch => batch.transpose(),
+        },
+    }
+}
+
 async fn write_batches(
     mut input: SendableRecordBatchStream,
     settings: &Arc<WriteSettings>,
@@ -413,11 +430,7 @@ async fn write_batches(
     let mut kept: VecDeque<(u64, usize)> = VecDeque::new();
     let mut kept_bytes = 0usize;
     let mut number = 0u64;
-    while let Some(batch) = input.next().await {
-        if tracker.is_stopped() {
-            return Err(stopped());
-        }
-        let batch = batch?;
+    while let Some(batch) = next_unless_stopped(&mut input, tracker).await? {
         number += 1;
         let mut bytes = 0;
         for slice in partitioner.split(&batch)? {

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::{OwnedRwLockReadGuard, RwLock};
+use tokio::sync::{Notify, OwnedRwLockReadGuard, RwLock};
 
 use crate::io::TableIo;
 
@@ -21,6 +21,8 @@ use crate::io::TableIo;
 pub struct WriteTracker {
     started: Mutex<Vec<String>>,
     stopped: AtomicBool,
+    /// Wakes the writer tasks waiting for input when the write is stopped.
+    stop_notify: Notify,
     /// Held shared by every running writer task, exclusively by [`Self::abandon`].
     running: Arc<RwLock<()>>,
 }
@@ -53,9 +55,25 @@ impl WriteTracker {
         self.stopped.load(Ordering::Acquire)
     }
 
-    /// Stops the writer tasks at their next batch (without waiting for them).
+    /// Stops the writer tasks at their next batch, or while they wait for one (without
+    /// waiting for them).
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
+        self.stop_notify.notify_waiters();
+    }
+
+    /// Resolves once the write is stopped. A writer task waits for its next input batch and
+    /// for this together: its input may never come (a repartition whose producers are gone),
+    /// and [`Self::abandon`] cannot delete the started files while the task runs.
+    pub async fn stopped(&self) {
+        loop {
+            // Registered before the flag is read: a stop in between still wakes it.
+            let notified = self.stop_notify.notified();
+            if self.is_stopped() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Registers a writer task; it counts as running until the returned value is dropped. A

@@ -160,8 +160,9 @@ impl IcebergTableProvider {
     /// This table (same snapshot) as a positional scan: its columns, then
     /// [`FILE_PATH_COLUMN`] (Utf8, the data file as the manifests name it) and
     /// [`POSITION_COLUMN`] (Int64, the row's position in that file). Every data file is read
-    /// row group by row group without page-level pruning, so positions are exact; filters on
-    /// the table's columns still prune files and row groups.
+    /// under an access plan Petrel builds (row groups and pages pruned by the filters, deleted
+    /// runs skipped), so positions are exact; filters on the table's columns prune files, row
+    /// groups and pages.
     pub fn positional(&self) -> Self {
         let mut fields: Vec<Arc<Field>> = self.arrow_schema.fields().iter().cloned().collect();
         fields.push(Arc::new(Field::new(

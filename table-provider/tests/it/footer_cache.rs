@@ -3,32 +3,13 @@
 //! factory with the session runtime's file-metadata cache; checked on that cache's own entries
 //! and hit counts.
 
-use crate::common;
-
-use common::{run_ddl, run_plan, session, warehouse_with_db, write_count};
+use crate::common::run_plan;
+use crate::page_pruning::points_table;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn point_queries_reuse_the_footer_and_page_index_of_their_file() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (_warehouse, catalog) = warehouse_with_db(dir.path()).await;
-    let ctx = session(vec![("iceberg", catalog)]);
-    // One partition: the INSERT writes one file.
-    ctx.sql("SET datafusion.execution.target_partitions = 1")
-        .await
-        .expect("set");
-    run_ddl(
-        &ctx,
-        "CREATE TABLE iceberg.db.points (id bigint, comment string) USING iceberg \
-         TBLPROPERTIES ('write.parquet.page-row-limit' = '1000')",
-    )
-    .await;
-    let inserted = write_count(
-        &ctx,
-        "INSERT INTO iceberg.db.points SELECT value, concat('row ', CAST(value AS VARCHAR)) \
-         FROM range(0, 10000)",
-    )
-    .await;
-    assert_eq!(inserted, 10_000);
+    let ctx = points_table(dir.path()).await;
 
     let cache = ctx.runtime_env().cache_manager.get_file_metadata_cache();
     let data_file_entries = || {

@@ -71,10 +71,10 @@ fn page_rows(warehouse: &std::path::Path, table: &str, column: usize) -> Vec<i64
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn point_query_decodes_one_page_of_the_key_and_only_matching_rows() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
+/// `iceberg.db.points` (`id bigint, qty int, comment string`) in a warehouse under `dir`:
+/// 10,000 rows in key order, one data file of 10 pages of `id` (page 4: rows 4096..5120).
+pub(crate) async fn points_table(dir: &std::path::Path) -> datafusion::prelude::SessionContext {
+    let (warehouse, catalog) = warehouse_with_db(dir).await;
     let ctx = session(vec![("iceberg", catalog)]);
     // One partition: the INSERT writes one file.
     ctx.sql("SET datafusion.execution.target_partitions = 1")
@@ -86,7 +86,6 @@ async fn point_query_decodes_one_page_of_the_key_and_only_matching_rows() {
          TBLPROPERTIES ('write.parquet.page-row-limit' = '1000')",
     )
     .await;
-    // 10,000 rows in key order, one data file.
     let inserted = write_count(
         &ctx,
         "INSERT INTO iceberg.db.points SELECT value, CAST(value % 7 AS INT), \
@@ -99,6 +98,13 @@ async fn point_query_decodes_one_page_of_the_key_and_only_matching_rows() {
     assert_eq!(pages.iter().sum::<i64>(), 10_000);
     assert_eq!(pages.len(), 10, "{pages:?}");
     assert_eq!(pages[4], 1024, "{pages:?}");
+    ctx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn point_query_decodes_one_page_of_the_key_and_only_matching_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ctx = points_table(dir.path()).await;
 
     let sql = "SELECT * FROM iceberg.db.points WHERE id = 4321";
     let (plan, batches) = run_plan(&ctx, sql).await;
@@ -140,27 +146,7 @@ async fn point_query_decodes_one_page_of_the_key_and_only_matching_rows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_of_a_file_with_position_deletes_are_pruned_by_the_page_index() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
-    let ctx = session(vec![("iceberg", catalog)]);
-    ctx.sql("SET datafusion.execution.target_partitions = 1")
-        .await
-        .expect("set");
-    run_ddl(
-        &ctx,
-        "CREATE TABLE iceberg.db.points (id bigint, qty int, comment string) USING iceberg \
-         TBLPROPERTIES ('write.parquet.page-row-limit' = '1000')",
-    )
-    .await;
-    let inserted = write_count(
-        &ctx,
-        "INSERT INTO iceberg.db.points SELECT value, CAST(value % 7 AS INT), \
-         concat('comment of row ', CAST(value AS VARCHAR)) FROM range(0, 10000)",
-    )
-    .await;
-    assert_eq!(inserted, 10_000);
-    let pages = page_rows(&warehouse, "points", 0);
-    assert_eq!(pages.len(), 10, "{pages:?}");
-    assert_eq!(pages[4], 1024, "{pages:?}");
+    let ctx = points_table(dir.path()).await;
     // Merge-on-read (Petrel's default): one row in ten becomes a position delete.
     let deleted = write_count(&ctx, "DELETE FROM iceberg.db.points WHERE id % 10 = 3").await;
     assert_eq!(deleted, 1000);

@@ -32,8 +32,9 @@ fn field(id: i32, name: &str, ty: PrimitiveType, required: bool) -> Arc<NestedFi
     })
 }
 
-/// Creates `db.<name>` with `fields`, partitioned by `partitions` (source column, transform).
-async fn create(
+/// Creates `db.<name>` with `fields`, partitioned by `partitions` (source column, transform;
+/// the partition field is named after both: `k_bucket`, `ts_day`, `v_void`, ...).
+pub(crate) async fn create(
     catalog: &dyn Catalog,
     name: &str,
     fields: Vec<Arc<NestedField>>,
@@ -55,6 +56,7 @@ async fn create(
             Transform::Month => format!("{column}_month"),
             Transform::Year => format!("{column}_year"),
             Transform::Hour => format!("{column}_hour"),
+            Transform::Void => format!("{column}_void"),
             _ => format!("{column}_p"),
         };
         spec = spec

@@ -12,18 +12,15 @@
 
 use crate::common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, Int64Array, StringArray};
 use common::{query, run_ddl, session, sorted_rows, warehouse_with_db, write_count};
 use datafusion::prelude::SessionContext;
-use iceberg::spec::{
-    FormatVersion, NestedField, PartitionSpec, PrimitiveType, Schema, SortOrder,
-    TableMetadataBuilder, Transform, Type,
-};
+use iceberg::spec::{FormatVersion, NestedField, PrimitiveType, Transform, Type};
 use iceberg::transform::create_transform_function;
-use petrel_table_provider::{Catalog, Namespace, TableIdent};
+use petrel_table_provider::Catalog;
 
 /// Rows of the source table.
 const ROWS: i64 = 40_000;
@@ -308,54 +305,29 @@ async fn hash_distribution_writes_one_file_per_partition() {
     );
 }
 
-/// Creates `db.<name>` (i, k, v) with the partition fields `partitions` and `properties`.
+/// Creates `db.<name>` (i, k, ts, v) partitioned by `partitions` (source column, transform),
+/// with `properties`.
 async fn create(
     catalog: &dyn Catalog,
     name: &str,
-    partitions: &[(&str, &str, Transform)],
+    partitions: &[(&str, Transform)],
     properties: &[(&str, &str)],
 ) {
-    let schema = Schema::builder()
-        .with_fields(vec![
-            NestedField::required(1, "i", Type::Primitive(PrimitiveType::Long)).into(),
-            NestedField::optional(2, "k", Type::Primitive(PrimitiveType::String)).into(),
-            NestedField::optional(3, "ts", Type::Primitive(PrimitiveType::Timestamp)).into(),
-            NestedField::optional(4, "v", Type::Primitive(PrimitiveType::Long)).into(),
-        ])
-        .build()
-        .expect("schema");
-    let mut spec = PartitionSpec::builder(schema.clone());
-    for (column, name, transform) in partitions {
-        spec = spec
-            .add_partition_field(*column, *name, *transform)
-            .expect("partition field");
-    }
-    let spec = spec.build().expect("spec");
-    let ident = TableIdent::new(Namespace::new(vec!["db".into()]), name);
-    let location = catalog
-        .default_table_location(&ident)
-        .await
-        .expect("location");
-    let props: HashMap<String, String> = properties
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let metadata = TableMetadataBuilder::new(
-        schema,
-        spec,
-        SortOrder::unsorted_order(),
-        location,
+    let fields = vec![
+        NestedField::required(1, "i", Type::Primitive(PrimitiveType::Long)).into(),
+        NestedField::optional(2, "k", Type::Primitive(PrimitiveType::String)).into(),
+        NestedField::optional(3, "ts", Type::Primitive(PrimitiveType::Timestamp)).into(),
+        NestedField::optional(4, "v", Type::Primitive(PrimitiveType::Long)).into(),
+    ];
+    crate::insert::create(
+        catalog,
+        name,
+        fields,
+        partitions,
         FormatVersion::V2,
-        props,
+        properties,
     )
-    .expect("metadata builder")
-    .build()
-    .expect("metadata")
-    .metadata;
-    catalog
-        .create_table(&ident, metadata)
-        .await
-        .expect("create table");
+    .await;
 }
 
 #[tokio::test]
@@ -368,26 +340,17 @@ async fn identity_strings_void_fields_unpartitioned_tables_and_bad_modes() {
     create(
         catalog.as_ref(),
         "by_k",
-        &[
-            ("k", "k", Transform::Identity),
-            ("v", "v_void", Transform::Void),
-        ],
+        &[("k", Transform::Identity), ("v", Transform::Void)],
         &[],
     )
     .await;
     // Only void fields: unpartitioned, so no distribution (Spark's adjustment).
-    create(
-        catalog.as_ref(),
-        "all_void",
-        &[("k", "k_void", Transform::Void)],
-        &[],
-    )
-    .await;
+    create(catalog.as_ref(), "all_void", &[("k", Transform::Void)], &[]).await;
     create(catalog.as_ref(), "plain", &[], &[]).await;
     create(
         catalog.as_ref(),
         "bad_mode",
-        &[("k", "k", Transform::Identity)],
+        &[("k", Transform::Identity)],
         &[("write.distribution-mode", "round-robin")],
     )
     .await;

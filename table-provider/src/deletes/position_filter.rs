@@ -161,17 +161,13 @@ pub(crate) fn positional_plan_of(
     row_group_rows: &[u64],
     reads: &[GroupRead],
 ) -> PositionalPlan {
-    let read = |index: usize, rows: u64| {
-        reads
-            .get(index)
-            .map_or_else(|| std::iter::once(0..rows).collect(), |r| r.ranges(rows))
-    };
-    let capacity: u64 = row_group_rows
+    // Each row group's rows to read (offsets within it), worked out once.
+    let to_read: Vec<Vec<Range<u64>>> = row_group_rows
         .iter()
         .enumerate()
-        .flat_map(|(i, &rows)| read(i, rows))
-        .map(|r| r.end - r.start)
-        .sum();
+        .map(|(i, &rows)| reads.get(i).unwrap_or(&GroupRead::All).ranges(rows))
+        .collect();
+    let capacity: u64 = to_read.iter().flatten().map(|r| r.end - r.start).sum();
     let mut keep = all_set(capacity as usize);
     let mut groups = Vec::with_capacity(row_group_rows.len());
     // Rows emitted so far (the keep-mask's length).
@@ -185,10 +181,9 @@ pub(crate) fn positional_plan_of(
         _ => emitted.push(range),
     };
     let mut start = 0u64;
-    for (index, &rows) in row_group_rows.iter().enumerate() {
+    for (&rows, ranges) in row_group_rows.iter().zip(to_read) {
         let (group_start, group_end) = (start, start + rows);
         start = group_end;
-        let ranges = read(index, rows);
         if ranges.is_empty() {
             groups.push(RowGroupAccess::Skip);
             continue;

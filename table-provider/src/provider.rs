@@ -398,7 +398,7 @@ impl TableProvider for IcebergTableProvider {
 
     async fn insert_into(
         &self,
-        _state: &dyn Session,
+        state: &dyn Session,
         input: Arc<dyn ExecutionPlan>,
         insert_op: InsertOp,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
@@ -488,7 +488,11 @@ impl TableProvider for IcebergTableProvider {
             // task per table partition.
             let distribution =
                 DistributionMode::of_write(&table, metadata.properties(), settings.spec())?;
-            write = write.distributed(distribution)?;
+            write = write.distributed(
+                distribution,
+                metadata.properties(),
+                state.config().target_partitions(),
+            )?;
         }
         let write: Arc<dyn ExecutionPlan> = Arc::new(write);
         let gathered: Arc<dyn ExecutionPlan> = Arc::new(CoalescePartitionsExec::new(write));

@@ -5,7 +5,8 @@
 //! With `write.distribution-mode` `hash` (or `range`), the node requires its input
 //! hash-partitioned on the table's partition key (see [`crate::write::distribution`]): the
 //! physical optimizer then puts a repartition below it and each table partition is written by
-//! one writer task.
+//! one writer task (a partition larger than the advisory partition size by several, see
+//! [`crate::write::writer_task_expr`]).
 
 use std::any::Any;
 use std::collections::hash_map::Entry;
@@ -35,6 +36,7 @@ use crate::write::distribution::DistributionMode;
 use crate::write::equality_deletes::{EqualityDeleteSettings, write_equality_deletes};
 use crate::write::partitioner::Partitioner;
 use crate::write::tracker::WriteTracker;
+use crate::write::writer_task_expr::WriterTaskExpr;
 
 /// The column of the write node's output: one JSON data file description per row.
 pub(crate) const DATA_FILE_COLUMN: &str = "data_file";
@@ -49,9 +51,9 @@ pub struct IcebergWriteExec {
     format_version: FormatVersion,
     /// For an upsert: the equality deletes written with the rows.
     upsert: Option<Arc<EqualityDeleteSettings>>,
-    /// The distribution mode and the partition key the input is to be hash-partitioned on
-    /// (empty: any distribution).
-    distribution: (DistributionMode, Vec<Arc<dyn PhysicalExpr>>),
+    /// The distribution mode and the writer task expression the input is to be
+    /// hash-partitioned on (`None`: any distribution).
+    distribution: (DistributionMode, Option<Arc<WriterTaskExpr>>),
     properties: Arc<PlanProperties>,
 }
 
@@ -83,18 +85,24 @@ impl IcebergWriteExec {
             partition_type,
             format_version,
             upsert: None,
-            distribution: (DistributionMode::None, Vec::new()),
+            distribution: (DistributionMode::None, None),
             properties,
         }
     }
 
-    /// The same write with its rows distributed over the writer tasks by `mode` (the table's
-    /// `write.distribution-mode`): for `hash` and `range`, the input is required
-    /// hash-partitioned on the partition key of the spec the write writes with. An upsert keeps
-    /// its distribution on the key.
-    pub fn distributed(mut self, mode: DistributionMode) -> crate::error::Result<Self> {
-        let keys = mode.keys(&self.settings)?;
-        self.distribution = (mode, keys);
+    /// The same write with its rows distributed over `tasks` writer tasks by `mode` (the
+    /// table's `write.distribution-mode`; `properties` are the table's): for `hash` and
+    /// `range`, the input is required hash-partitioned on the writer task of each row by the
+    /// partition key of the spec the write writes with. An upsert keeps its distribution on the
+    /// key.
+    pub fn distributed(
+        mut self,
+        mode: DistributionMode,
+        properties: &HashMap<String, String>,
+        tasks: usize,
+    ) -> crate::error::Result<Self> {
+        let writer_task = mode.writer_task(&self.settings, properties, tasks)?;
+        self.distribution = (mode, writer_task);
         Ok(self)
     }
 
@@ -114,9 +122,10 @@ impl DisplayAs for IcebergWriteExec {
             self.settings.spec().spec_id(),
             if self.upsert.is_some() { " upsert" } else { "" }
         )?;
-        let (mode, keys) = &self.distribution;
-        if self.upsert.is_none() && *mode != DistributionMode::None {
-            let keys: Vec<String> = keys.iter().map(ToString::to_string).collect();
+        if let (mode, Some(writer_task)) = &self.distribution
+            && self.upsert.is_none()
+        {
+            let keys: Vec<String> = writer_task.keys().iter().map(ToString::to_string).collect();
             write!(f, " distribution={}[{}]", mode.name(), keys.join(", "))?;
         }
         Ok(())
@@ -146,12 +155,13 @@ impl ExecutionPlan for IcebergWriteExec {
 
     fn required_input_distribution(&self) -> Vec<Distribution> {
         let Some(upsert) = &self.upsert else {
-            let keys = &self.distribution.1;
-            if keys.is_empty() {
+            let Some(writer_task) = &self.distribution.1 else {
                 return vec![Distribution::UnspecifiedDistribution];
-            }
-            // Every row of one table partition reaches the same writer task.
-            return vec![Distribution::HashPartitioned(keys.clone())];
+            };
+            // Every row of one table partition reaches the same writer task (up to the
+            // advisory partition size).
+            let writer_task: Arc<dyn PhysicalExpr> = Arc::<WriterTaskExpr>::clone(writer_task);
+            return vec![Distribution::HashPartitioned(vec![writer_task])];
         };
         // Every row of one key reaches the same writer task (in its input partition's order).
         let schema = self.input.schema();

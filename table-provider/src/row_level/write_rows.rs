@@ -66,15 +66,14 @@ pub(super) async fn write_rows(
     )?;
     let settings = Arc::new(WriteSettings::new(name, metadata, arrow_schema)?);
     let partition_type = settings.spec().partition_type(settings.schema())?;
-    let keys = mode.keys(&settings)?;
     let tasks = rows.output_partitioning().partition_count();
-    let rows: Arc<dyn ExecutionPlan> = if keys.is_empty() || tasks < 2 {
-        rows
-    } else {
-        Arc::new(RepartitionExec::try_new(
+    let writer_task = mode.writer_task(&settings, metadata.properties(), tasks)?;
+    let rows: Arc<dyn ExecutionPlan> = match writer_task {
+        Some(writer_task) if tasks >= 2 => Arc::new(RepartitionExec::try_new(
             rows,
-            Partitioning::Hash(keys, tasks),
-        )?)
+            Partitioning::Hash(vec![writer_task], tasks),
+        )?),
+        _ => rows,
     };
     let write: Arc<dyn ExecutionPlan> = Arc::new(IcebergWriteExec::new(
         rows,

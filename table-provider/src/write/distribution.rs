@@ -16,7 +16,11 @@
 //!
 //! `hash` and `range` on an unpartitioned spec (no fields, or only `void` ones) are `none`,
 //! as Spark adjusts them. The distribution itself is DataFusion's: `IcebergWriteExec` requires
-//! its input hash-partitioned on these keys and the physical optimizer inserts the repartition.
+//! its input hash-partitioned on a [`WriterTaskExpr`] over these keys and the physical optimizer
+//! inserts the repartition. A table partition larger than `write.spark.advisory-partition-size-bytes`
+//! (Iceberg's property for the size Spark's adaptive execution splits a write's shuffle
+//! partitions at; here Arrow bytes of the rows, 512 MiB by default) is split over several
+//! writer tasks, as Spark splits it, so that a load of one partition still runs in parallel.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,6 +30,7 @@ use iceberg::spec::{PartitionSpec, Transform};
 
 use super::data_file_writer::WriteSettings;
 use super::partition_key_expr::PartitionKeyExpr;
+use super::writer_task_expr::WriterTaskExpr;
 use crate::error::{Error, Result};
 
 /// The table property naming a write's distribution mode.
@@ -36,6 +41,14 @@ pub const DELETE_DISTRIBUTION_MODE: &str = "write.delete.distribution-mode";
 pub const UPDATE_DISTRIBUTION_MODE: &str = "write.update.distribution-mode";
 /// The distribution mode of the rows a MERGE updates and inserts.
 pub const MERGE_DISTRIBUTION_MODE: &str = "write.merge.distribution-mode";
+
+/// The table property: how many bytes of one table partition's rows a writer task takes
+/// before the next task takes over (Iceberg's name for the size Spark splits a write's shuffle
+/// partitions at; Petrel counts the rows' Arrow bytes).
+pub const ADVISORY_PARTITION_SIZE: &str = "write.spark.advisory-partition-size-bytes";
+/// [`ADVISORY_PARTITION_SIZE`]'s default: 512 MiB of Arrow rows, about the 128 MB of Parquet
+/// per task Iceberg's Spark writes aim at (128 MB times a shuffle compression ratio of 4).
+pub const DEFAULT_ADVISORY_PARTITION_BYTES: u64 = 512 * 1024 * 1024;
 
 /// How a write distributes its rows over its writer tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +133,29 @@ impl DistributionMode {
             .collect()
     }
 
+    /// The expression the write's rows are to be hash-partitioned on over `tasks` writer
+    /// tasks: the writer task of each row by its partition key ([`Self::keys`]), a table
+    /// partition larger than the table's advisory partition size split over several tasks;
+    /// `None` for `none` (or an unpartitioned spec). An invalid advisory size is an error
+    /// naming the property and the table.
+    pub fn writer_task(
+        self,
+        settings: &WriteSettings,
+        properties: &HashMap<String, String>,
+        tasks: usize,
+    ) -> Result<Option<Arc<WriterTaskExpr>>> {
+        let keys = self.keys(settings)?;
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        let split_bytes = advisory_partition_bytes(settings.table_name(), properties)?;
+        Ok(Some(Arc::new(WriterTaskExpr::new(
+            keys,
+            tasks,
+            split_bytes,
+        ))))
+    }
+
     /// The name EXPLAIN shows.
     pub fn name(self) -> &'static str {
         match self {
@@ -127,6 +163,20 @@ impl DistributionMode {
             Self::Hash => "hash",
             Self::Range => "range",
         }
+    }
+}
+
+/// The table's [`ADVISORY_PARTITION_SIZE`]: a positive number of bytes.
+fn advisory_partition_bytes(table: &str, properties: &HashMap<String, String>) -> Result<u64> {
+    let Some(value) = properties.get(ADVISORY_PARTITION_SIZE) else {
+        return Ok(DEFAULT_ADVISORY_PARTITION_BYTES);
+    };
+    match value.trim().parse::<u64>() {
+        Ok(bytes) if bytes > 0 => Ok(bytes),
+        _ => Err(Error::InvalidArgument(format!(
+            "table {table}: property {ADVISORY_PARTITION_SIZE}={value:?} is invalid: \
+             expected a positive number of bytes"
+        ))),
     }
 }
 
@@ -197,5 +247,32 @@ mod tests {
         );
         // Checked on unpartitioned tables too.
         assert!(mode(Some("sorted"), &unpartitioned).is_err());
+    }
+
+    #[test]
+    fn advisory_partition_size() {
+        let props = |v: &str| -> HashMap<String, String> {
+            [(ADVISORY_PARTITION_SIZE.to_string(), v.to_string())].into()
+        };
+        assert_eq!(
+            advisory_partition_bytes("ns.t", &HashMap::new()).unwrap(),
+            512 << 20
+        );
+        assert_eq!(
+            advisory_partition_bytes("ns.t", &props(" 1048576")).unwrap(),
+            1 << 20
+        );
+        for bad in ["0", "-1", "1MB", ""] {
+            assert_eq!(
+                advisory_partition_bytes("ns.t", &props(bad))
+                    .unwrap_err()
+                    .to_string(),
+                format!(
+                    "invalid argument: table ns.t: property \
+                     write.spark.advisory-partition-size-bytes={bad:?} is invalid: expected a \
+                     positive number of bytes"
+                )
+            );
+        }
     }
 }

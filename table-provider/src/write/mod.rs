@@ -20,6 +20,8 @@
 //! - [`partitioner`]: batches split by partition (the spec's transforms over Arrow arrays).
 //! - [`partition_key_expr`]: a partition field's transform as a DataFusion physical expression
 //!   (what rows are hash-distributed on).
+//! - [`writer_task_expr`]: the writer task of each row under hash distribution: its partition
+//!   key's, a table partition larger than the advisory partition size split over several tasks.
 //! - [`tracker`]: the files one write started and its running writer tasks, so a failed or
 //!   abandoned statement stops them and deletes every file they wrote.
 
@@ -35,3 +37,4 @@ pub mod partitioner;
 pub mod position_deletes;
 pub mod tracker;
 pub mod upsert;
+pub mod writer_task_expr;

@@ -197,7 +197,9 @@ async fn hash_distribution_writes_one_file_per_partition() {
         )
         .await;
         assert!(
-            plan.contains(&format!("RepartitionExec: partitioning=Hash([{key}], 4)")),
+            plan.contains(&format!(
+                "RepartitionExec: partitioning=Hash([writer_task({key}; split=536870912 bytes)], 4)"
+            )),
             "{table}: {plan}"
         );
         let mode = if table == "hashed" { "hash" } else { "range" };
@@ -305,6 +307,146 @@ async fn hash_distribution_writes_one_file_per_partition() {
     );
 }
 
+/// The day partition of each source row as the `files` table prints it, and its rows.
+fn model_days(rows: impl Iterator<Item = i64>) -> BTreeMap<String, u64> {
+    let mut model = BTreeMap::new();
+    for i in rows {
+        let day = source_row(i).2.map(|ts| {
+            (chrono::NaiveDate::from_ymd_opt(1970, 1, 1).expect("epoch")
+                + chrono::Days::new(ts.div_euclid(DAY_MICROS) as u64))
+            .to_string()
+        });
+        *model
+            .entry(serde_json::json!([day]).to_string())
+            .or_insert(0u64) += 1;
+    }
+    model
+}
+
+/// A table partition larger than `write.spark.advisory-partition-size-bytes` (Arrow bytes of
+/// its rows) is written by every writer task, each its own file of it, as Spark splits a skewed
+/// partition of its write; a smaller one by one task (one file). A load of a single partition (a day)
+/// therefore still runs on every task. The rows are exact either way.
+#[tokio::test]
+async fn partitions_larger_than_the_advisory_size_are_split_over_the_writer_tasks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_, catalog) = warehouse_with_db(dir.path()).await;
+    let ctx = session(vec![("iceberg", catalog)]);
+    let tasks = ctx.state().config().target_partitions();
+    assert_eq!(tasks, 4);
+    create_source(&ctx).await;
+    // A day holds ~6,500 source rows, ~200 KiB of Arrow: 16 KiB splits it, 64 MiB does not.
+    for (table, advisory) in [("split", 16 * 1024), ("whole", 64 * 1024 * 1024)] {
+        run_ddl(
+            &ctx,
+            &format!(
+                "CREATE TABLE iceberg.db.{table} (i BIGINT NOT NULL, k STRING, ts TIMESTAMP, \
+                 v BIGINT) PARTITIONED BY (days(ts)) \
+                 TBLPROPERTIES ('write.spark.advisory-partition-size-bytes' = '{advisory}')"
+            ),
+        )
+        .await;
+    }
+    let plan = physical_plan(&ctx, &format!("INSERT INTO iceberg.db.split {INSERT_ALL}")).await;
+    assert!(
+        plan.contains(
+            "RepartitionExec: partitioning=Hash([writer_task(day(ts); split=16384 bytes)], 4)"
+        ),
+        "{plan}"
+    );
+    let model = model_days(0..ROWS);
+    assert_eq!(model.len(), 6, "five days and the null partition");
+    for table in ["split", "whole"] {
+        let sql = format!("INSERT INTO iceberg.db.{table} {INSERT_ALL}");
+        assert_eq!(write_count(&ctx, &sql).await, ROWS as u64, "{sql}");
+        for (left, right) in [(table, "src"), ("src", table)] {
+            let sql = format!(
+                "SELECT * FROM iceberg.db.{left} EXCEPT ALL SELECT * FROM iceberg.db.{right}"
+            );
+            assert_eq!(sorted_rows(&ctx, &sql).await, Vec::<String>::new(), "{sql}");
+        }
+        let mut per_partition: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for (partition, count) in files(&ctx, table, &["ts_day"]).await {
+            per_partition.entry(partition).or_default().push(count);
+        }
+        let totals: BTreeMap<String, u64> = per_partition
+            .iter()
+            .map(|(p, counts)| (p.clone(), counts.iter().sum()))
+            .collect();
+        assert_eq!(totals, model, "{table}: rows per partition");
+        for (partition, counts) in &per_partition {
+            if table == "whole" {
+                assert_eq!(counts.len(), 1, "{table} {partition}: {counts:?}");
+                continue;
+            }
+            // Past its first 16 KiB a partition's rows go to every task in turn: each writes
+            // its share.
+            let total: u64 = counts.iter().sum();
+            assert_eq!(counts.len(), tasks, "{table} {partition}: {counts:?}");
+            assert!(
+                counts.iter().all(|&c| c * 2 * tasks as u64 >= total),
+                "{table} {partition}: {counts:?}"
+            );
+        }
+    }
+
+    // A load of one day alone is written by every task.
+    run_ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.one_day (i BIGINT NOT NULL, k STRING, ts TIMESTAMP, v BIGINT) \
+         PARTITIONED BY (days(ts)) \
+         TBLPROPERTIES ('write.spark.advisory-partition-size-bytes' = '16384')",
+    )
+    .await;
+    let day_two =
+        format!("INSERT INTO iceberg.db.one_day {INSERT_ALL} WHERE i % 5 = 2 AND i % 11 <> 0");
+    let expected = (0..ROWS).filter(|i| i % 5 == 2 && i % 11 != 0).count() as u64;
+    assert_eq!(write_count(&ctx, &day_two).await, expected);
+    let files = files(&ctx, "one_day", &["ts_day"]).await;
+    assert_eq!(files.len(), tasks, "{files:?}");
+    assert!(
+        files.iter().all(|(p, _)| p == "[\"2024-01-03\"]"),
+        "{files:?}"
+    );
+    assert_eq!(files.iter().map(|(_, c)| c).sum::<u64>(), expected);
+    assert_eq!(
+        count_and_sum(&ctx, "SELECT count(*), sum(v) FROM iceberg.db.one_day").await,
+        (
+            expected as i64,
+            (0..ROWS)
+                .filter(|i| i % 5 == 2 && i % 11 != 0)
+                .map(|i| source_row(i).3)
+                .sum()
+        ),
+    );
+
+    // An advisory size that is not a positive number is an error naming it; nothing written.
+    run_ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.bad_size (i BIGINT NOT NULL, k STRING, ts TIMESTAMP, v BIGINT) \
+         PARTITIONED BY (days(ts)) \
+         TBLPROPERTIES ('write.spark.advisory-partition-size-bytes' = '0')",
+    )
+    .await;
+    let error = query(
+        &ctx,
+        &format!("INSERT INTO iceberg.db.bad_size {INSERT_ALL}"),
+    )
+    .await
+    .expect_err("advisory size 0");
+    assert!(
+        error.to_string().contains(
+            "table db.bad_size: property write.spark.advisory-partition-size-bytes=\"0\" is \
+             invalid: expected a positive number of bytes"
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        sorted_rows(&ctx, "SELECT count(*) FROM iceberg.db.bad_size").await,
+        vec!["[0]".to_string()]
+    );
+}
+
 /// Creates `db.<name>` (i, k, ts, v) partitioned by `partitions` (source column, transform),
 /// with `properties`.
 async fn create(
@@ -357,7 +499,9 @@ async fn identity_strings_void_fields_unpartitioned_tables_and_bad_modes() {
 
     let plan = physical_plan(&ctx, &format!("INSERT INTO iceberg.db.by_k {INSERT_ALL}")).await;
     assert!(
-        plan.contains("RepartitionExec: partitioning=Hash([identity(k)], 4)"),
+        plan.contains(
+            "RepartitionExec: partitioning=Hash([writer_task(identity(k); split=536870912 bytes)], 4)"
+        ),
         "{plan}"
     );
     assert!(

@@ -14,7 +14,11 @@
 //!    DataFusion's own partitioned `COPY … PARTITIONED BY (i_trunc)` (Hive directories over the
 //!    same 100 values) is measured too, for reference, and once more without dictionary
 //!    encoding (a diagnostic: what dictionaries cost in small files). Goals: ≥ 0.8 × the floor unpartitioned,
-//!    ≥ 0.6 × partitioned.
+//!    ≥ 0.6 × partitioned. Then a load of a single table partition (`truncate(1000, i)`: every
+//!    row's is 0, as a day's load into a daily table), hash-distributed with the partition split
+//!    over the writer tasks every 32 MiB of rows (`write.spark.advisory-partition-size-bytes`),
+//!    hash-distributed under the default advisory size (512 MiB: more than the whole load, so
+//!    one task writes it), and with `none`.
 //! 2. **Against PyIceberg.** The same rows are written to a Parquet file once; each round
 //!    `benches/pyiceberg_append.py` reads it into one Arrow table (not timed) and times
 //!    `table.append(arrow_table)` into a fresh SQL-catalog (SQLite) table on the local
@@ -38,6 +42,7 @@
 //!
 //! Run: `cargo bench -p petrel-table-provider --bench writes`. Environment:
 //! `PETREL_BENCH_ROWS` (5,000,000), `PETREL_BENCH_ROUNDS` (5), `PETREL_BENCH_INSERTS` (200),
+//! `PETREL_BENCH_SPLIT_BYTES` (33,554,432: the one-partition case's advisory size),
 //! `PETREL_BENCH_PYTHON` (default: the project's `.venv/bin/python`, then the Spark corpus venv
 //! `~/.cache/petrel/corpus-venvs/spark/bin/python`; `none` skips PyIceberg). Scratch files go
 //! to `target/petrel-bench-data/writes-<pid>/` and are removed at the end.
@@ -74,6 +79,8 @@ const BATCH_ROWS: i64 = 8_192;
 const PARTITIONS: usize = 2;
 /// The partitioned table's transform: 100 partitions over `i` (0..999).
 const TRUNCATE_WIDTH: u32 = 10;
+/// `truncate(1000, i)`: one partition (every `i` is in 0..999).
+const ONE_PARTITION_WIDTH: u32 = 1_000;
 
 /// The count a DML statement (INSERT, COPY) returns.
 async fn run_count(ctx: &SessionContext, sql: &str) -> u64 {
@@ -111,22 +118,22 @@ fn iceberg_schema() -> iceberg::spec::Schema {
 /// Creates `db.<name>` in `catalog` (unpartitioned, or by `truncate(10, i)`), with the
 /// default table properties.
 async fn create_table(catalog: &dyn Catalog, name: &str, partitioned: bool) {
-    create_table_with(catalog, name, partitioned, &[]).await;
+    create_table_with(catalog, name, partitioned.then_some(TRUNCATE_WIDTH), &[]).await;
 }
 
-/// Creates `db.<name>` in `catalog` (unpartitioned, or by `truncate(10, i)`) with the table
-/// properties `properties`.
+/// Creates `db.<name>` in `catalog` (unpartitioned, or by `truncate(width, i)`) with the
+/// table properties `properties`.
 async fn create_table_with(
     catalog: &dyn Catalog,
     name: &str,
-    partitioned: bool,
+    truncate_width: Option<u32>,
     properties: &[(&str, &str)],
 ) {
     let schema = iceberg_schema();
     let mut spec = PartitionSpec::builder(schema.clone());
-    if partitioned {
+    if let Some(width) = truncate_width {
         spec = spec
-            .add_partition_field("i", "i_trunc", Transform::Truncate(TRUNCATE_WIDTH))
+            .add_partition_field("i", "i_trunc", Transform::Truncate(width))
             .expect("partition field");
     }
     let spec = spec.build().expect("spec");
@@ -288,7 +295,7 @@ fn count_files(dir: &Path, ext: &str) -> usize {
 }
 
 /// The throughput cases, in the summary's order (indices are used below).
-const CASES: [&str; 8] = [
+const CASES: [&str; 11] = [
     "DataFusion COPY, Parquet zstd(1) (floor)",
     "Petrel INSERT, unpartitioned",
     "DataFusion COPY PARTITIONED BY (100 Hive dirs)",
@@ -297,6 +304,9 @@ const CASES: [&str; 8] = [
     "PyIceberg append, truncate(10, i)",
     "DataFusion COPY PARTITIONED BY, dictionary off (diagnostic)",
     "Petrel INSERT, truncate(10, i): 100 partitions, distribution none",
+    "Petrel INSERT, one partition: hash, split (32 MiB; PETREL_BENCH_SPLIT_BYTES)",
+    "Petrel INSERT, one partition: hash, not split (under the 512 MiB default)",
+    "Petrel INSERT, one partition: distribution none",
 ];
 
 fn main() {
@@ -381,6 +391,7 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
 
+    let split_bytes = std::env::var("PETREL_BENCH_SPLIT_BYTES").unwrap_or("33554432".into());
     let mut samples: HashMap<&str, Vec<(usize, Sample)>> = HashMap::new();
     let mut sizes: HashMap<&str, (u64, usize)> = HashMap::new();
     let mut python_note = None;
@@ -461,7 +472,58 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
             } else {
                 vec![("write.distribution-mode", mode)]
             };
-            create_table_with(fs_catalog.as_ref(), &name, true, &properties).await;
+            create_table_with(
+                fs_catalog.as_ref(),
+                &name,
+                Some(TRUNCATE_WIDTH),
+                &properties,
+            )
+            .await;
+            let sql = format!("INSERT INTO iceberg.db.{name} SELECT * FROM src");
+            let (n, s) = timed(run_count(&ctx, &sql)).await;
+            assert_eq!(n, rows as u64, "{sql}");
+            samples.entry(case).or_default().push((round, s));
+            let table_dir = warehouse.join("db").join(&name);
+            sizes.insert(
+                case,
+                (
+                    dir_bytes(&table_dir.join("data")),
+                    count_files(&table_dir.join("data"), ".parquet"),
+                ),
+            );
+            if round == 0 {
+                verify(&ctx, &name, rows).await;
+            }
+            let _ = std::fs::remove_dir_all(&table_dir);
+        }
+
+        // 4b. One table partition (`truncate(1000, i)`: every row's is 0), the load of a
+        // single day into a daily table: hash distribution with the partition split over the
+        // writer tasks every 32 MiB of rows, with the default advisory size (larger than the
+        // whole load: one task writes it), and `none`.
+        for (case, name, properties) in [
+            (
+                CASES[8],
+                format!("one_split_{round}"),
+                vec![(
+                    "write.spark.advisory-partition-size-bytes",
+                    split_bytes.as_str(),
+                )],
+            ),
+            (CASES[9], format!("one_whole_{round}"), Vec::new()),
+            (
+                CASES[10],
+                format!("one_none_{round}"),
+                vec![("write.distribution-mode", "none")],
+            ),
+        ] {
+            create_table_with(
+                fs_catalog.as_ref(),
+                &name,
+                Some(ONE_PARTITION_WIDTH),
+                &properties,
+            )
+            .await;
             let sql = format!("INSERT INTO iceberg.db.{name} SELECT * FROM src");
             let (n, s) = timed(run_count(&ctx, &sql)).await;
             assert_eq!(n, rows as u64, "{sql}");
@@ -626,6 +688,13 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
             3,
             "(reference)",
         ),
+        (
+            "One partition, not split ÷ split (speed-up)",
+            9,
+            8,
+            "(splitting)",
+        ),
+        ("One partition, none ÷ split", 10, 8, "(splitting)"),
         ("PyIceberg ÷ Petrel, unpartitioned (speed-up)", 4, 1, "≥ 3"),
         ("PyIceberg ÷ Petrel, 100 partitions (speed-up)", 5, 3, "≥ 3"),
         (

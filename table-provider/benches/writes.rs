@@ -460,70 +460,26 @@ async fn run(rows: usize, rounds: usize, inserts: usize) {
         sizes.insert(CASES[6], (dir_bytes(&dir), count_files(&dir, ".parquet")));
         let _ = std::fs::remove_dir_all(&dir);
 
-        // 4. Petrel, 100 partitions: rows hash-distributed on the partition key (the default
-        // `write.distribution-mode` of a partitioned table), then each writer task's own files
-        // (`none`).
-        for (case, name, mode) in [
-            (CASES[3], format!("parted_{round}"), "hash"),
-            (CASES[7], format!("spread_{round}"), "none"),
+        // 4. Petrel, partitioned. 100 partitions (`truncate(10, i)`): rows hash-distributed on
+        // the partition key (the default `write.distribution-mode` of a partitioned table),
+        // then each writer task's own files (`none`). One partition (`truncate(1000, i)`: every
+        // row's is 0, the load of a single day into a daily table): hash distribution with the
+        // partition spread over the writer tasks past `split_bytes` of rows, with the default
+        // advisory size (larger than the whole load: one task writes it), and `none`.
+        let advisory = [(
+            "write.spark.advisory-partition-size-bytes",
+            split_bytes.as_str(),
+        )];
+        let none = [("write.distribution-mode", "none")];
+        for (case, name, width, properties) in [
+            (CASES[3], "parted", TRUNCATE_WIDTH, &[][..]),
+            (CASES[7], "spread", TRUNCATE_WIDTH, &none[..]),
+            (CASES[8], "one_split", ONE_PARTITION_WIDTH, &advisory[..]),
+            (CASES[9], "one_whole", ONE_PARTITION_WIDTH, &[][..]),
+            (CASES[10], "one_none", ONE_PARTITION_WIDTH, &none[..]),
         ] {
-            let properties = if mode == "hash" {
-                Vec::new()
-            } else {
-                vec![("write.distribution-mode", mode)]
-            };
-            create_table_with(
-                fs_catalog.as_ref(),
-                &name,
-                Some(TRUNCATE_WIDTH),
-                &properties,
-            )
-            .await;
-            let sql = format!("INSERT INTO iceberg.db.{name} SELECT * FROM src");
-            let (n, s) = timed(run_count(&ctx, &sql)).await;
-            assert_eq!(n, rows as u64, "{sql}");
-            samples.entry(case).or_default().push((round, s));
-            let table_dir = warehouse.join("db").join(&name);
-            sizes.insert(
-                case,
-                (
-                    dir_bytes(&table_dir.join("data")),
-                    count_files(&table_dir.join("data"), ".parquet"),
-                ),
-            );
-            if round == 0 {
-                verify(&ctx, &name, rows).await;
-            }
-            let _ = std::fs::remove_dir_all(&table_dir);
-        }
-
-        // 4b. One table partition (`truncate(1000, i)`: every row's is 0), the load of a
-        // single day into a daily table: hash distribution with the partition split over the
-        // writer tasks every 32 MiB of rows, with the default advisory size (larger than the
-        // whole load: one task writes it), and `none`.
-        for (case, name, properties) in [
-            (
-                CASES[8],
-                format!("one_split_{round}"),
-                vec![(
-                    "write.spark.advisory-partition-size-bytes",
-                    split_bytes.as_str(),
-                )],
-            ),
-            (CASES[9], format!("one_whole_{round}"), Vec::new()),
-            (
-                CASES[10],
-                format!("one_none_{round}"),
-                vec![("write.distribution-mode", "none")],
-            ),
-        ] {
-            create_table_with(
-                fs_catalog.as_ref(),
-                &name,
-                Some(ONE_PARTITION_WIDTH),
-                &properties,
-            )
-            .await;
+            let name = format!("{name}_{round}");
+            create_table_with(fs_catalog.as_ref(), &name, Some(width), properties).await;
             let sql = format!("INSERT INTO iceberg.db.{name} SELECT * FROM src");
             let (n, s) = timed(run_count(&ctx, &sql)).await;
             assert_eq!(n, rows as u64, "{sql}");

@@ -19,8 +19,9 @@
 //! its input hash-partitioned on a [`WriterTaskExpr`] over these keys and the physical optimizer
 //! inserts the repartition. A table partition larger than `write.spark.advisory-partition-size-bytes`
 //! (Iceberg's property for the size Spark's adaptive execution splits a write's shuffle
-//! partitions at; here Arrow bytes of the rows, 512 MiB by default) is split over several
-//! writer tasks, as Spark splits it, so that a load of one partition still runs in parallel.
+//! partitions at; here Arrow bytes of the rows, 512 MiB by default) is spread over every writer
+//! task past that size, as Spark splits it, so that a load of one partition still runs in
+//! parallel.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,9 +43,9 @@ pub const UPDATE_DISTRIBUTION_MODE: &str = "write.update.distribution-mode";
 /// The distribution mode of the rows a MERGE updates and inserts.
 pub const MERGE_DISTRIBUTION_MODE: &str = "write.merge.distribution-mode";
 
-/// The table property: how many bytes of one table partition's rows a writer task takes
-/// before the next task takes over (Iceberg's name for the size Spark splits a write's shuffle
-/// partitions at; Petrel counts the rows' Arrow bytes).
+/// The table property: how many bytes of one table partition's rows go to its first writer
+/// task before its rows are spread over every task (Iceberg's name for the size Spark splits a
+/// write's shuffle partitions at; Petrel counts the rows' Arrow bytes).
 pub const ADVISORY_PARTITION_SIZE: &str = "write.spark.advisory-partition-size-bytes";
 /// [`ADVISORY_PARTITION_SIZE`]'s default: 512 MiB of Arrow rows, about the 128 MB of Parquet
 /// per task Iceberg's Spark writes aim at (128 MB times a shuffle compression ratio of 4).
@@ -135,7 +136,7 @@ impl DistributionMode {
 
     /// The expression the write's rows are to be hash-partitioned on over `tasks` writer
     /// tasks: the writer task of each row by its partition key ([`Self::keys`]), a table
-    /// partition larger than the table's advisory partition size split over several tasks;
+    /// partition larger than the table's advisory partition size spread over every task;
     /// `None` for `none` (or an unpartitioned spec). An invalid advisory size is an error
     /// naming the property and the table.
     pub fn writer_task(

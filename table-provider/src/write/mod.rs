@@ -21,7 +21,7 @@
 //! - [`partition_key_expr`]: a partition field's transform as a DataFusion physical expression
 //!   (what rows are hash-distributed on).
 //! - [`writer_task_expr`]: the writer task of each row under hash distribution: its partition
-//!   key's, a table partition larger than the advisory partition size split over several tasks.
+//!   key's, a table partition larger than the advisory partition size spread over every task.
 //! - [`tracker`]: the files one write started and its running writer tasks, so a failed or
 //!   abandoned statement stops them and deletes every file they wrote.
 

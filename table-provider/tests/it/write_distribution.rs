@@ -4,7 +4,9 @@
 //! by one writer task: one data file per partition value, counted in the `files` metadata table
 //! against a model of the rows. `none` keeps each task's own files; an unpartitioned table is
 //! written as before; an unknown mode is an error naming the property and the table. EXPLAIN
-//! shows the repartition on the partition key below the write.
+//! shows the repartition on the partition key below the write. A partition larger than the
+//! advisory partition size is spread over every writer task, and Spark, PyIceberg and DuckDB
+//! read the spread tables as the model has them.
 //!
 //! The source is an unpartitioned Iceberg table of 8 files whose rows interleave every
 //! partition, so the scan's 4 partitions (the session's target) each carry rows of every
@@ -325,27 +327,20 @@ fn model_days(rows: impl Iterator<Item = i64>) -> BTreeMap<String, u64> {
 
 /// A table partition larger than `write.spark.advisory-partition-size-bytes` (Arrow bytes of
 /// its rows) is written by every writer task, each its own file of it, as Spark splits a skewed
-/// partition of its write; a smaller one by one task (one file). A load of a single partition (a day)
-/// therefore still runs on every task. The rows are exact either way.
+/// partition of its write; a smaller one by one task (one file). A load of a single partition
+/// (a day) therefore still runs on every task. The rows are exact either way, in Petrel, Spark,
+/// PyIceberg and DuckDB.
 #[tokio::test]
 async fn partitions_larger_than_the_advisory_size_are_split_over_the_writer_tasks() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (_, catalog) = warehouse_with_db(dir.path()).await;
+    let (warehouse, catalog) = warehouse_with_db(dir.path()).await;
     let ctx = session(vec![("iceberg", catalog)]);
     let tasks = ctx.state().config().target_partitions();
     assert_eq!(tasks, 4);
     create_source(&ctx).await;
     // A day holds ~6,500 source rows, ~200 KiB of Arrow: 16 KiB splits it, 64 MiB does not.
     for (table, advisory) in [("split", 16 * 1024), ("whole", 64 * 1024 * 1024)] {
-        run_ddl(
-            &ctx,
-            &format!(
-                "CREATE TABLE iceberg.db.{table} (i BIGINT NOT NULL, k STRING, ts TIMESTAMP, \
-                 v BIGINT) PARTITIONED BY (days(ts)) \
-                 TBLPROPERTIES ('write.spark.advisory-partition-size-bytes' = '{advisory}')"
-            ),
-        )
-        .await;
+        create_by_day(&ctx, table, advisory).await;
     }
     let plan = physical_plan(&ctx, &format!("INSERT INTO iceberg.db.split {INSERT_ALL}")).await;
     assert!(
@@ -391,13 +386,7 @@ async fn partitions_larger_than_the_advisory_size_are_split_over_the_writer_task
     }
 
     // A load of one day alone is written by every task.
-    run_ddl(
-        &ctx,
-        "CREATE TABLE iceberg.db.one_day (i BIGINT NOT NULL, k STRING, ts TIMESTAMP, v BIGINT) \
-         PARTITIONED BY (days(ts)) \
-         TBLPROPERTIES ('write.spark.advisory-partition-size-bytes' = '16384')",
-    )
-    .await;
+    create_by_day(&ctx, "one_day", 16 * 1024).await;
     let day_two =
         format!("INSERT INTO iceberg.db.one_day {INSERT_ALL} WHERE i % 5 = 2 AND i % 11 <> 0");
     let expected = (0..ROWS).filter(|i| i % 5 == 2 && i % 11 != 0).count() as u64;
@@ -420,14 +409,46 @@ async fn partitions_larger_than_the_advisory_size_are_split_over_the_writer_task
         ),
     );
 
+    // Spark, PyIceberg and DuckDB read the spread tables' rows as the model has them, and every
+    // file's bounds and null counts match its rows (Spark's `readable_metrics`).
+    let seen = common::read_back_with(&warehouse, &["split", "one_day"], &[], false);
+    let columns = ["i", "k", "v"];
+    let model_rows = |keep: &dyn Fn(i64) -> bool| -> Vec<String> {
+        let mut rows: Vec<String> = (0..ROWS)
+            .filter(|&i| keep(i))
+            .map(|i| {
+                let (i, k, _, v) = source_row(i);
+                serde_json::json!([i, k, v]).to_string()
+            })
+            .collect();
+        rows.sort();
+        rows
+    };
+    for (table, rows) in [
+        ("split", model_rows(&|_| true)),
+        ("one_day", model_rows(&|i| i % 5 == 2 && i % 11 != 0)),
+    ] {
+        let t = &seen[table];
+        assert_eq!(t["metric_mismatches"], serde_json::json!([]), "{table}");
+        assert_eq!(
+            common::result_rows(&t["spark"], &columns),
+            rows,
+            "Spark reads {table}"
+        );
+        assert_eq!(
+            common::pyiceberg_rows(t, &columns),
+            rows,
+            "PyIceberg reads {table}"
+        );
+        assert_eq!(
+            common::duckdb_rows(t, &columns),
+            rows,
+            "DuckDB reads {table}"
+        );
+    }
+
     // An advisory size that is not a positive number is an error naming it; nothing written.
-    run_ddl(
-        &ctx,
-        "CREATE TABLE iceberg.db.bad_size (i BIGINT NOT NULL, k STRING, ts TIMESTAMP, v BIGINT) \
-         PARTITIONED BY (days(ts)) \
-         TBLPROPERTIES ('write.spark.advisory-partition-size-bytes' = '0')",
-    )
-    .await;
+    create_by_day(&ctx, "bad_size", 0).await;
     let error = query(
         &ctx,
         &format!("INSERT INTO iceberg.db.bad_size {INSERT_ALL}"),
@@ -445,6 +466,20 @@ async fn partitions_larger_than_the_advisory_size_are_split_over_the_writer_task
         sorted_rows(&ctx, "SELECT count(*) FROM iceberg.db.bad_size").await,
         vec!["[0]".to_string()]
     );
+}
+
+/// Creates `iceberg.db.<name>` (i, k, ts, v) `PARTITIONED BY (days(ts))` through SQL, with
+/// `write.spark.advisory-partition-size-bytes` = `advisory`.
+async fn create_by_day(ctx: &SessionContext, name: &str, advisory: u64) {
+    run_ddl(
+        ctx,
+        &format!(
+            "CREATE TABLE iceberg.db.{name} (i BIGINT NOT NULL, k STRING, ts TIMESTAMP, \
+             v BIGINT) PARTITIONED BY (days(ts)) \
+             TBLPROPERTIES ('write.spark.advisory-partition-size-bytes' = '{advisory}')"
+        ),
+    )
+    .await;
 }
 
 /// Creates `db.<name>` (i, k, ts, v) partitioned by `partitions` (source column, transform),

@@ -890,6 +890,23 @@ pub fn spark_script(script: &str, args: &[std::ffi::OsString]) -> Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{script} json: {e}"))
 }
 
+/// The directory of the jars Spark needs for `s3://` tables (Hadoop's S3A and the AWS SDK),
+/// installed by `scripts/setup-spark-s3.sh` (with the Spark setup) when missing.
+pub fn spark_s3_jars() -> std::path::PathBuf {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let setup = std::process::Command::new("bash")
+        .arg(repo.join("scripts/setup-spark-s3.sh"))
+        .output()
+        .expect("setup-spark-s3.sh");
+    assert!(
+        setup.status.success(),
+        "setup-spark-s3.sh failed:\n{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&setup.stdout);
+    std::path::PathBuf::from(stdout.lines().last().expect("the jars' directory").trim())
+}
+
 /// The rows of a `{columns, rows}` result of `read_back` (Spark's or DuckDB's) projected onto
 /// `columns`, each as a JSON array text, sorted: comparable with the texts of a model's rows.
 pub fn result_rows(result: &Value, columns: &[&str]) -> Vec<String> {

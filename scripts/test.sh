@@ -9,7 +9,8 @@
 #      tables, Spark's answers) in a directory this run owns;
 #   3. runs every Rust test with nextest (unit, fixture corpus, generated tables, merge-on-read,
 #      the REST catalog against a real `rustberg` (scripts/install-rustberg.sh, cached per
-#      machine), the Flight SQL server driven by the real binary);
+#      machine), the Flight SQL server driven by the real binary), their Spark scripts in one
+#      Spark session shared by the run (tests/spark/spark_server.py);
 #   4. runs the Python client tests (real ADBC driver, pyarrow.flight, the CLI) against the
 #      `petrel` binary step 3 built;
 #   5. stops the run's PostgreSQL (started before step 3 for the SQL catalog's tests) and
@@ -72,9 +73,32 @@ PETREL_CORPUS="$(head -n 1 <<<"$paths")"
 export PETREL_CORPUS
 echo "test data ready in $((SECONDS - started)) s: ${datasets[*]}" >&2
 
+# One Spark session for the whole run (tests/spark/spark_server.py): the Rust tests' Spark
+# scripts run in it one after the other instead of each starting a JVM of its own
+# (common::spark_script sends them there while PETREL_SPARK_SERVER is set). It starts while the
+# test binaries build, and stops with the run.
+spark_address="$run_dir/spark-server.address"
+spark_log="$run_dir/spark-server.log"
+JAVA_TOOL_OPTIONS="-Djava.io.tmpdir=$TMPDIR -XX:-UsePerfData" TZ=UTC \
+    "${PETREL_CACHE:-$HOME/.cache/petrel}/corpus-venvs/spark/bin/python" \
+    table-provider/tests/spark/spark_server.py "$spark_address" >"$spark_log" 2>&1 &
+spark_pid=$!
+trap 'kill "$spark_pid" 2>/dev/null || true; rm -rf "$run_dir"' EXIT
+
 # Build the test binaries before waiting for rustberg: when its first build is still running
 # (~20 minutes), both builds share the cores instead of running one after the other.
 cargo nextest run --workspace --no-run "$@"
+for _ in $(seq 1 600); do
+    if [ -s "$spark_address" ] || ! kill -0 "$spark_pid" 2>/dev/null; then break; fi
+    sleep 0.5
+done
+if [ ! -s "$spark_address" ]; then
+    cat "$spark_log" >&2
+    echo "the shared Spark session (tests/spark/spark_server.py) did not start (log above)" >&2
+    exit 1
+fi
+PETREL_SPARK_SERVER="$(cat "$spark_address")"
+export PETREL_SPARK_SERVER
 if ! wait "$rustberg_pid"; then
     cat "$rustberg_log" >&2
     echo "scripts/install-rustberg.sh failed (log above)" >&2
@@ -87,12 +111,14 @@ export PETREL_RUSTBERG
 # installs it if missing), stopped when the run ends.
 pg_dir="$(mktemp -d /tmp/petrel-pg.XXXXXX)"
 pg_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-trap 'bash scripts/start-postgres.sh --stop "$pg_dir" 2>/dev/null || true; rm -rf "$pg_dir" "$run_dir"' EXIT
+trap 'kill "$spark_pid" 2>/dev/null || true; bash scripts/start-postgres.sh --stop "$pg_dir" 2>/dev/null || true; rm -rf "$pg_dir" "$run_dir"' EXIT
 PETREL_TEST_POSTGRES_URI="$(bash scripts/start-postgres.sh "$pg_dir" "$pg_port")"
 export PETREL_TEST_POSTGRES_URI
 
 status=0
 cargo nextest run --workspace --no-fail-fast "$@" || status=$?
+kill "$spark_pid" 2>/dev/null || true
+echo "shared Spark session: $(grep -c ' ok in ' "$spark_log" || true) scripts run, $(grep -c ' failed in ' "$spark_log" || true) failed" >&2
 if ! wait "$superset_pid"; then
     cat "$superset_log" >&2
     echo "scripts/setup-superset.sh failed (log above)" >&2

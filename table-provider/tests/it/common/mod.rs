@@ -851,8 +851,53 @@ pub fn read_back_with(
 }
 
 /// Runs `table-provider/tests/spark/<script>` with `args` in the Spark virtualenv of
-/// `scripts/setup-spark.sh` (installed if missing) and parses the JSON it prints.
+/// `scripts/setup-spark.sh` (installed if missing) and parses the JSON it prints: in the test
+/// run's shared Spark session when `PETREL_SPARK_SERVER` names one (`tests/spark/spark_server.py`,
+/// started by `scripts/test.sh`) and the script can share it, else in a Spark of its own.
 pub fn spark_script(script: &str, args: &[std::ffi::OsString]) -> Value {
+    // What changes the JVM for every session runs on its own: extra jars, and the Hadoop
+    // configuration of the whole context (changelog.py's mount table).
+    let shareable = script != "s3_read_back.py" && !args.iter().any(|a| a == "--moved-from");
+    match std::env::var("PETREL_SPARK_SERVER") {
+        Ok(address) if shareable && !address.is_empty() => {
+            spark_script_in_server(&address, script, args)
+        }
+        _ => spark_script_alone(script, args),
+    }
+}
+
+/// [`spark_script`] in the shared Spark session at `address` (one JSON line each way).
+fn spark_script_in_server(address: &str, script: &str, args: &[std::ffi::OsString]) -> Value {
+    use std::io::{BufRead, Write};
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_str().expect("UTF-8 argument").to_string())
+        .collect();
+    let stream = std::net::TcpStream::connect(address)
+        .unwrap_or_else(|e| panic!("the shared Spark session at {address}: {e}"));
+    // Requests run one at a time: a test may wait for others' Spark work first.
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(1800)))
+        .expect("read timeout");
+    let mut writer = stream.try_clone().expect("clone the connection");
+    writeln!(writer, "{}", json!({"script": script, "args": args})).expect("send the request");
+    let mut line = String::new();
+    std::io::BufReader::new(stream)
+        .read_line(&mut line)
+        .unwrap_or_else(|e| panic!("{script} in the shared Spark session at {address}: {e}"));
+    let answer: Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("{script}: the shared Spark session answered {line:?}: {e}"));
+    assert!(
+        answer["ok"] == true,
+        "{script} failed in the shared Spark session:\n{}",
+        answer["error"].as_str().unwrap_or_default()
+    );
+    let stdout = answer["stdout"].as_str().expect("stdout");
+    serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{script} json: {e}"))
+}
+
+/// [`spark_script`] in a Python process and a Spark of its own.
+fn spark_script_alone(script: &str, args: &[std::ffi::OsString]) -> Value {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let setup = std::process::Command::new("bash")
         .arg(repo.join("scripts/setup-spark.sh"))

@@ -10,7 +10,7 @@
 #   3. runs every Rust test with nextest (unit, fixture corpus, generated tables, merge-on-read,
 #      the REST catalog against a real `rustberg` (scripts/install-rustberg.sh, cached per
 #      machine), the Flight SQL server driven by the real binary), their Spark scripts in one
-#      Spark session shared by the run (tests/spark/spark_server.py);
+#      Spark session shared by the run (tests/spark/spark_server.py; the Python tests' too);
 #   4. runs the Python client tests (real ADBC driver, pyarrow.flight, the CLI) against the
 #      `petrel` binary step 3 built;
 #   5. stops the run's PostgreSQL (started before step 3 for the SQL catalog's tests) and
@@ -117,8 +117,6 @@ export PETREL_TEST_POSTGRES_URI
 
 status=0
 cargo nextest run --workspace --no-fail-fast "$@" || status=$?
-kill "$spark_pid" 2>/dev/null || true
-echo "shared Spark session: $(grep -c ' ok in ' "$spark_log" || true) scripts run, $(grep -c ' failed in ' "$spark_log" || true) failed" >&2
 if ! wait "$superset_pid"; then
     cat "$superset_log" >&2
     echo "scripts/setup-superset.sh failed (log above)" >&2
@@ -135,5 +133,7 @@ if [ -n "$client_pid" ]; then
     fi
 fi
 PETREL_BIN="$PWD/target/debug/petrel" .venv/bin/python -m pytest server/tests/python -q -rs || status=$?
+kill "$spark_pid" 2>/dev/null || true
+echo "shared Spark session: $(grep -c ' ok in ' "$spark_log" || true) scripts run, $(grep -c ' failed in ' "$spark_log" || true) failed" >&2
 echo "disk free after the run: $(df -h --output=avail . | tail -n 1 | tr -d ' '), target/ $(du -sh target 2>/dev/null | cut -f1)" >&2
 exit "$status"

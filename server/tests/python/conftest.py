@@ -125,7 +125,20 @@ def read_back(warehouse: Path, tables: list[str], scratch: Path, light: tuple[st
     `db` of the Hadoop-layout `warehouse`, or `name=/path/metadata.json` for another catalog's
     table): table-provider/tests/spark/read_back.py in the Spark virtualenv of
     scripts/setup-spark.sh (installed if missing). `scratch` takes the JVM's temporary files. The
-    `light` tables (by name) are read by Spark only (no DuckDB, PyIceberg or metric checks)."""
+    `light` tables (by name) are read by Spark only (no DuckDB, PyIceberg or metric checks). In the
+    test run's shared Spark session when PETREL_SPARK_SERVER names one (scripts/test.sh starts
+    table-provider/tests/spark/spark_server.py), else in a Spark of its own."""
+    args = ["--no-versions", *(arg for name in light for arg in ("--light", name)), str(warehouse), *tables]
+    server = os.environ.get("PETREL_SPARK_SERVER")
+    if server:
+        import socket
+        host, port = server.rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as conn, conn.makefile("rwb") as stream:
+            stream.write(json.dumps({"script": "read_back.py", "args": args}).encode() + b"\n")
+            stream.flush()
+            answer = json.loads(stream.readline())
+        assert answer["ok"], f"read_back.py failed in the shared Spark session:\n{answer['error']}"
+        return json.loads(answer["stdout"])
     subprocess.run(["bash", str(REPO / "scripts" / "setup-spark.sh")], check=True,
                    stdout=subprocess.DEVNULL)
     cache = Path(os.environ.get("PETREL_CACHE") or Path.home() / ".cache" / "petrel")
@@ -133,7 +146,6 @@ def read_back(warehouse: Path, tables: list[str], scratch: Path, light: tuple[st
                JAVA_TOOL_OPTIONS=f"-Djava.io.tmpdir={scratch} -XX:-UsePerfData")
     out = subprocess.run(
         [str(cache / "corpus-venvs" / "spark" / "bin" / "python"),
-         str(REPO / "table-provider" / "tests" / "spark" / "read_back.py"), "--no-versions",
-         *(arg for name in light for arg in ("--light", name)), str(warehouse), *tables],
+         str(REPO / "table-provider" / "tests" / "spark" / "read_back.py"), *args],
         check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     return json.loads(out.stdout)

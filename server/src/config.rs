@@ -21,6 +21,7 @@
 //! metrics_addr = "127.0.0.1:9464"  # Prometheus metrics at /metrics (default: off)
 //! log_format = "json"          # or "text" (the default)
 //! slow_query_ms = 5000         # queries this slow are logged with their Iceberg scans
+//! table_cache_ms = 0           # > 0: tables loaded this recently are not asked for again
 //!
 //! [[catalog]]
 //! name = "iceberg"
@@ -247,6 +248,12 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_SLOW_QUERY_MS")]
     pub slow_query_ms: Option<u64>,
 
+    /// Serve a table loaded less than this many milliseconds ago from memory instead of asking
+    /// its catalog again: queries may miss other writers' commits for that long (never this
+    /// server's own) (0: every query loads the current metadata) [default: 0].
+    #[arg(long, env = "PETREL_TABLE_CACHE_MS")]
+    pub table_cache_ms: Option<u64>,
+
     /// Send big reads of Iceberg tables to a Ballista cluster: `ballista://HOST:PORT`, its
     /// scheduler (`petrel scheduler`) [default: none: every query runs here].
     #[arg(long, env = "PETREL_ENGINE")]
@@ -296,6 +303,8 @@ pub struct FileConfig {
     pub log_format: Option<LogFormat>,
     /// Slow-query threshold in milliseconds.
     pub slow_query_ms: Option<u64>,
+    /// How long a loaded table is served from memory, in milliseconds.
+    pub table_cache_ms: Option<u64>,
     /// A Ballista cluster for big reads (`ballista://HOST:PORT`).
     pub engine: Option<String>,
     /// Reads selecting fewer bytes stay local (`256MiB`).
@@ -585,6 +594,8 @@ pub struct ServerConfig {
     pub log_format: LogFormat,
     /// Queries this slow (milliseconds) are logged as `slow query`.
     pub slow_query_ms: u64,
+    /// Tables loaded less than this many milliseconds ago are served from memory (0: never).
+    pub table_cache_ms: u64,
     /// The Ballista cluster big reads go to (None: every query runs here).
     pub engine: Option<petrel_distributed::ClusterEngine>,
 }
@@ -673,6 +684,15 @@ log_format = "text"
 # their SQL (cut to 2000 characters), duration, rows, bytes and Iceberg scans (snapshot,
 # manifests and files pruned, delete files applied) (PETREL_SLOW_QUERY_MS). 0: every query.
 slow_query_ms = 5000
+
+# Tables loaded less than this many milliseconds ago are served from memory, without asking
+# their catalog whether they changed (PETREL_TABLE_CACHE_MS, --table-cache-ms): on object
+# storage or behind a REST catalog this saves a round trip or two per query, and queries may
+# then miss commits by other writers (Spark, another server) for that long. Commits through
+# this server are seen at once. Iceberg Java's `cache.expiration-interval-ms`, except that an
+# entry expires this long after it was loaded however often it is read. 0: every query loads
+# the table's current metadata.
+table_cache_ms = 0
 
 # A Ballista cluster (its scheduler, `petrel scheduler`) that big reads of Iceberg tables go to
 # (PETREL_ENGINE, --engine): a query that only reads Iceberg tables and whose scans select at
@@ -895,6 +915,7 @@ impl ServeArgs {
                 .slow_query_ms
                 .or(file.slow_query_ms)
                 .unwrap_or(crate::telemetry::DEFAULT_SLOW_QUERY_MS),
+            table_cache_ms: self.table_cache_ms.or(file.table_cache_ms).unwrap_or(0),
             engine,
         })
     }

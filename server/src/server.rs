@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
 use petrel_table_provider::catalog::{
-    Catalog, FileSystemCatalog, RestCatalog, RestCatalogConfig, SqlCatalog,
+    CachingCatalog, Catalog, FileSystemCatalog, RestCatalog, RestCatalogConfig, SqlCatalog,
 };
 use petrel_table_provider::io::{StoreConfig, StoreRegistry};
 use tokio::net::TcpListener;
@@ -146,10 +146,12 @@ pub async fn build_engine(
     }
     let mut catalogs = Vec::new();
     for c in &catalog_cfgs {
-        catalogs.push((
-            c.name().to_string(),
-            CatalogSource::Iceberg(open_catalog(c).await?),
-        ));
+        let mut catalog = open_catalog(c).await?;
+        if cfg.table_cache_ms > 0 {
+            let ttl = Duration::from_millis(cfg.table_cache_ms);
+            catalog = Arc::new(CachingCatalog::new(catalog, ttl));
+        }
+        catalogs.push((c.name().to_string(), CatalogSource::Iceberg(catalog)));
     }
     let default_catalog = cfg
         .default_catalog

@@ -40,7 +40,8 @@ impl CacheCounters {
 /// One cache's state at a moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheStats {
-    /// The cache's name (`manifest`, `manifest_list`, `delete_positions`, `delete_equality`).
+    /// The cache's name (`manifest`, `manifest_list`, `delete_positions`, `delete_equality`,
+    /// `table`).
     pub name: &'static str,
     /// Entries held.
     pub entries: u64,

@@ -20,8 +20,8 @@
 //! Sampled when scraped (gauges): the memory pool (reserved, limit, per-query limit), work
 //! slots (`max_concurrent_queries`: in all, free), sessions, plans kept for their DoGet, and
 //! each cache (`petrel_cache_entries`, `_bytes`, `_capacity_bytes` and `_hits_total` /
-//! `_misses_total` for the manifest, manifest-list and delete-file caches of each catalog, and
-//! DataFusion's Parquet footer cache).
+//! `_misses_total` for the manifest, manifest-list and delete-file caches of each catalog, its
+//! table cache when `table_cache_ms` is set, and DataFusion's Parquet footer cache).
 //!
 //! Why hand-written: the metrics are a few dozen counters and histograms, and the text format
 //! is simple ([`registry`], ~150 lines of atomics and formatting). The `prometheus` and
@@ -42,7 +42,7 @@ use petrel_table_provider::cache_stats::CacheStats;
 use petrel_table_provider::io::{CountedStore, object_store_requests};
 use tonic::Code;
 
-use crate::engine::QueryEngine;
+use crate::engine::{CatalogSource, QueryEngine};
 use crate::scan_stats::ScanStats;
 use crate::session::SessionStore;
 use registry::{Counter, Exposition, Histogram};
@@ -505,7 +505,10 @@ const FOOTER_CACHE: &str = "parquet_footer";
 fn cache_stats(engine: &QueryEngine) -> Vec<(String, CacheStats)> {
     let state = engine.state();
     let mut out = Vec::new();
-    for (name, _) in engine.catalogs() {
+    for (name, source) in engine.catalogs() {
+        if let CatalogSource::Iceberg(catalog) = source {
+            out.extend(catalog.cache_stats().into_iter().map(|s| (name.clone(), s)));
+        }
         let Some(provider) = state.catalog_list().catalog(name) else {
             continue;
         };

@@ -1,7 +1,7 @@
 //! Writes through the real binary with arrow-rs's Flight SQL client: `CommandStatementUpdate`,
 //! prepared updates with parameter batches (one commit per batch), INSERT sent on the query
 //! path (run once, however often its ticket is fetched), statements the policy refuses, and
-//! `--read-only`. Tables are created in a fresh filesystem warehouse through Petrel's catalog
+//! `--read-only`, and `--table-cache-ms`. Tables are created in a fresh filesystem warehouse through Petrel's catalog
 //! API; every result is checked by reading the table back through Petrel and through the
 //! catalog's metadata (snapshot count).
 
@@ -448,4 +448,45 @@ async fn merge_into_over_flight_sql() {
     );
     assert_eq!(snapshots(warehouse.path(), "t").await, 3);
     assert_eq!(table_rows(&mut client, "t").await, expected);
+}
+
+/// `--table-cache-ms`: the server answers its own commits at once and another writer's (a second
+/// server on the same warehouse) once the set time has passed since it last loaded the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_cache_shows_own_commits_at_once_and_others_after_the_set_time() {
+    const T: &str = "iceberg.db.t";
+    let ttl = std::time::Duration::from_secs(8);
+    let warehouse = tempfile::TempDir::new().unwrap();
+    create_table(warehouse.path(), "t").await;
+    let wh = warehouse.path().to_str().unwrap();
+    let cached = Petrel::start(&["--warehouse", wh, "--table-cache-ms", "8000"]);
+    let other = Petrel::start(&["--warehouse", wh]);
+    let (mut client, mut other_client) = (cached.client().await, other.client().await);
+    assert_eq!(table_rows(&mut client, T).await, vec![]);
+
+    client
+        .execute_update("INSERT INTO iceberg.db.t VALUES (1, 'own')".into(), None)
+        .await
+        .unwrap();
+    let committed = std::time::Instant::now();
+    assert_eq!(table_rows(&mut client, T).await, vec![row(1, "own")]);
+
+    other_client
+        .execute_update("INSERT INTO iceberg.db.t VALUES (2, 'other')".into(), None)
+        .await
+        .unwrap();
+    let seen = table_rows(&mut client, T).await;
+    if committed.elapsed() < ttl {
+        assert_eq!(
+            seen,
+            vec![row(1, "own")],
+            "another writer's commit is not asked for"
+        );
+    }
+    tokio::time::sleep(ttl.saturating_sub(committed.elapsed())).await;
+    assert_eq!(
+        table_rows(&mut client, T).await,
+        vec![row(1, "own"), row(2, "other")]
+    );
+    assert_eq!(snapshots(warehouse.path(), "t").await, 2);
 }

@@ -11,8 +11,11 @@
 //!   PostgreSQL.
 //! - [`RestCatalog`]: an Iceberg REST catalog (the catalog arbitrates commits).
 //!
+//! [`CachingCatalog`] wraps any of them to serve recently loaded tables from memory.
+//!
 //! [`IcebergCatalogProvider`] exposes any catalog to DataFusion as `<catalog>.<namespace>.<table>`.
 
+mod caching;
 mod datafusion;
 mod filesystem;
 mod metadata_file;
@@ -26,6 +29,7 @@ use std::fmt;
 use async_trait::async_trait;
 use iceberg::spec::TableMetadata;
 
+pub use self::caching::CachingCatalog;
 pub(crate) use self::datafusion::wait;
 pub use self::datafusion::{IcebergCatalogProvider, IcebergSchemaProvider};
 pub use filesystem::FileSystemCatalog;
@@ -155,4 +159,9 @@ pub trait Catalog: fmt::Debug + Send + Sync {
         base: &LoadedTable,
         metadata: TableMetadata,
     ) -> Result<LoadedTable>;
+
+    /// The catalog's own caches, for monitoring (none unless it keeps any).
+    fn cache_stats(&self) -> Vec<crate::cache_stats::CacheStats> {
+        Vec::new()
+    }
 }

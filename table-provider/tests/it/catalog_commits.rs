@@ -553,6 +553,123 @@ async fn filesystem_catalog_loads_in_few_requests() {
     assert_eq!(loaded.metadata_location(), v4.metadata_location());
 }
 
+/// Requests of one load through `catalog`, and the metadata file it gave.
+async fn cached_load(
+    catalog: &petrel_table_provider::catalog::CachingCatalog,
+    ident: &TableIdent,
+) -> (u64, String) {
+    let before = local_requests();
+    let table = catalog.load_table(ident).await.expect("load");
+    (
+        local_requests().since(&before).total(),
+        table.metadata_location().to_string(),
+    )
+}
+
+/// `table_cache_ms`: a [`CachingCatalog`] answers loads from memory while its entry is younger
+/// than the set time (no request), misses another writer's commit for that long but never its
+/// own: a commit replaces the entry, a conflict drops it (the commit loop's reload then sees
+/// the table as it is), a drop forgets it; after the set time the next load asks the catalog.
+#[tokio::test]
+async fn a_caching_catalog_serves_loads_from_memory_and_never_hides_its_own_commits() {
+    use petrel_table_provider::catalog::CachingCatalog;
+    use std::time::Duration;
+
+    let dir = TempDir::new().expect("tempdir");
+    let root = dir.path().to_str().expect("utf8");
+    let writer = FileSystemCatalog::new(root).expect("catalog");
+    let inner: Arc<dyn Catalog> = Arc::new(FileSystemCatalog::new(root).expect("catalog"));
+    let cached = CachingCatalog::new(inner, Duration::from_secs(3600));
+    let ns = Namespace::new(vec!["db".into()]);
+    writer.create_namespace(&ns, false).await.expect("ns");
+    let ident = TableIdent::new(ns.clone(), "t");
+    let location = writer.default_table_location(&ident).await.expect("loc");
+    let v1 = writer
+        .create_table(&ident, new_metadata(&location))
+        .await
+        .expect("create");
+
+    let (made, found) = cached_load(&cached, &ident).await;
+    assert!(made > 0, "the first load asks the catalog");
+    assert_eq!(found, v1.metadata_location());
+    assert_eq!(
+        cached_load(&cached, &ident).await,
+        (0, v1.metadata_location().to_string())
+    );
+    let stats = cached.cache_stats();
+    assert_eq!(
+        stats
+            .iter()
+            .map(|s| (s.name, s.entries, s.hits, s.misses))
+            .collect::<Vec<_>>(),
+        vec![("table", 1, 1, 1)]
+    );
+
+    // Another writer's commit is missed within the set time...
+    let v2 = writer
+        .commit_table(&v1, with_properties(&v1, &[("k", "2")]))
+        .await
+        .expect("commit");
+    assert_eq!(
+        cached_load(&cached, &ident).await,
+        (0, v1.metadata_location().to_string())
+    );
+    // ... until this catalog commits from the stale table: the conflict drops the entry and
+    // the next load (the commit loop's) sees v2.
+    let stale = cached.load_table(&ident).await.expect("load");
+    assert!(matches!(
+        cached
+            .commit_table(&stale, with_properties(&stale, &[("k", "lost")]))
+            .await,
+        Err(Error::CommitConflict { .. })
+    ));
+    let (made, found) = cached_load(&cached, &ident).await;
+    assert!(made > 0, "a conflict drops the entry");
+    assert_eq!(found, v2.metadata_location());
+
+    // Its own commit is served at once, without a request.
+    let base = cached.load_table(&ident).await.expect("load");
+    let v3 = cached
+        .commit_table(&base, with_properties(&base, &[("k", "3")]))
+        .await
+        .expect("commit");
+    assert_eq!(
+        cached_load(&cached, &ident).await,
+        (0, v3.metadata_location().to_string())
+    );
+    assert_eq!(
+        writer
+            .load_table(&ident)
+            .await
+            .expect("load")
+            .metadata_location(),
+        v3.metadata_location()
+    );
+
+    // A short set time: another writer's commit is seen once it has passed.
+    let ttl = Duration::from_millis(50);
+    let brief = CachingCatalog::new(
+        Arc::new(FileSystemCatalog::new(root).expect("catalog")),
+        ttl,
+    );
+    assert_eq!(cached_load(&brief, &ident).await.1, v3.metadata_location());
+    let v4 = writer
+        .commit_table(&v3, with_properties(&v3, &[("k", "4")]))
+        .await
+        .expect("commit");
+    tokio::time::sleep(ttl * 2).await;
+    let (made, found) = cached_load(&brief, &ident).await;
+    assert!(made > 0, "an expired entry asks the catalog");
+    assert_eq!(found, v4.metadata_location());
+
+    // Dropped through the cache: gone at once.
+    cached.drop_table(&ident, false).await.expect("drop");
+    assert!(matches!(
+        cached.load_table(&ident).await,
+        Err(Error::NotFound(_))
+    ));
+}
+
 /// The Python of the repository's virtualenv (PETREL_PYTHON overrides it).
 fn python() -> PathBuf {
     if let Some(py) = std::env::var_os("PETREL_PYTHON") {

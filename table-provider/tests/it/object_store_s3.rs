@@ -19,6 +19,7 @@ use common::moto::{Moto, upload_dir};
 use common::{
     check_corpus, corpus_dir, query, run_ddl, session, snapshot_count, sorted_rows, write_count,
 };
+use petrel_table_provider::catalog::CachingCatalog;
 use petrel_table_provider::io::{CountedStore, StoreRegistry, object_store_requests};
 use petrel_table_provider::{Catalog, FileSystemCatalog, Namespace};
 use serde_json::{Value, json};
@@ -389,10 +390,12 @@ fn medians(runs: &[(Duration, u64, Duration, u64)]) -> (f64, u64, f64, u64) {
 ///   physical plan) and a full scan, wall time and object-store requests, and a table load
 ///   alone (catalog call only), medians of 5 runs; on the local table, on the S3 table with
 ///   moto answering directly (its own cost) and behind the proxy;
+/// - warm again through a `CachingCatalog` (`table_cache_ms`): no table load per query;
 /// - point queries (`SELECT * … WHERE id = k`, 50 keys, warm catalogs) on the same S3 table
 ///   through a filesystem catalog over `s3://` and through a REST catalog (rustberg, the table
 ///   registered by its metadata file, its API behind a delay proxy of the same delay; rustberg
-///   reads moto directly), plus the local table for reference: p50 and p99.
+///   reads moto directly), plus the local table for reference, each also with a table cache:
+///   p50 and p99.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: scripts/bench-s3.sh"]
 async fn s3_latency_bench() {
@@ -499,8 +502,26 @@ async fn s3_latency_bench() {
             catalog.load_table(&ident).await.expect("load");
             warm_loads.push(ms(started.elapsed()));
         }
-        for (caches, runs, mut loads) in [("cold", &cold, cold_loads), ("warm", &warm, warm_loads)]
-        {
+        // Warm with `table_cache_ms`: the table load itself is answered from memory.
+        let catalog: Arc<dyn Catalog> = Arc::new(CachingCatalog::new(
+            make(root, props),
+            Duration::from_secs(3600),
+        ));
+        let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+        plan_and_scan(&ctx, kind, rows).await;
+        let mut cached = Vec::new();
+        let mut cached_loads = Vec::new();
+        for _ in 0..5 {
+            cached.push(plan_and_scan(&ctx, kind, rows).await);
+            let started = Instant::now();
+            catalog.load_table(&ident).await.expect("load");
+            cached_loads.push(ms(started.elapsed()));
+        }
+        for (caches, runs, mut loads) in [
+            ("cold", &cold, cold_loads),
+            ("warm", &warm, warm_loads),
+            (TABLE_CACHE, &cached, cached_loads),
+        ] {
             let (plan_ms, plan_requests, scan_ms, scan_requests) = medians(runs);
             loads.sort_by(f64::total_cmp);
             let load_ms = quantile(&loads, 0.5);
@@ -511,7 +532,7 @@ async fn s3_latency_bench() {
             );
         }
     }
-    for caches in ["cold", "warm"] {
+    for caches in ["cold", "warm", TABLE_CACHE] {
         let (s3, local) = (
             planning[&(s3_name.clone(), caches)],
             planning[&("local".to_string(), caches)],
@@ -524,6 +545,9 @@ async fn s3_latency_bench() {
 
     point_queries(&moto, &slow, delay_ms, &local_root, rows).await;
 }
+
+/// The warm runs of [`s3_latency_bench`] through a [`CachingCatalog`] (`table_cache_ms`).
+const TABLE_CACHE: &str = "warm, table cache";
 
 /// The point-query part of [`s3_latency_bench`]: the S3 table through a filesystem catalog and
 /// through rustberg (skipped, with the reason printed, when rustberg is not installed).
@@ -605,6 +629,15 @@ async fn point_queries(
             format!("REST (rustberg, + {delay_ms} ms) over s3:// (+ {delay_ms} ms)"),
             CountedStore::Remote,
             Arc::new(rest),
+        ));
+    }
+    // The same catalogs with `table_cache_ms`: no table load per query.
+    for c in 0..catalogs.len() {
+        let (name, kind, catalog) = catalogs[c].clone();
+        catalogs.push((
+            format!("{name}, table cache"),
+            kind,
+            Arc::new(CachingCatalog::new(catalog, Duration::from_secs(3600))),
         ));
     }
     let contexts: Vec<_> = catalogs

@@ -491,32 +491,10 @@ async fn s3_latency_bench() {
             catalog.load_table(&ident).await.expect("load");
             cold_loads.push(ms(started.elapsed()));
         }
-        let catalog = make(root, props);
-        let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
-        plan_and_scan(&ctx, kind, rows).await;
-        let mut warm = Vec::new();
-        let mut warm_loads = Vec::new();
-        for _ in 0..5 {
-            warm.push(plan_and_scan(&ctx, kind, rows).await);
-            let started = Instant::now();
-            catalog.load_table(&ident).await.expect("load");
-            warm_loads.push(ms(started.elapsed()));
-        }
+        let (warm, warm_loads) = warm_runs(make(root, props), &ident, kind, rows).await;
         // Warm with `table_cache_ms`: the table load itself is answered from memory.
-        let catalog: Arc<dyn Catalog> = Arc::new(CachingCatalog::new(
-            make(root, props),
-            Duration::from_secs(3600),
-        ));
-        let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
-        plan_and_scan(&ctx, kind, rows).await;
-        let mut cached = Vec::new();
-        let mut cached_loads = Vec::new();
-        for _ in 0..5 {
-            cached.push(plan_and_scan(&ctx, kind, rows).await);
-            let started = Instant::now();
-            catalog.load_table(&ident).await.expect("load");
-            cached_loads.push(ms(started.elapsed()));
-        }
+        let cache = CachingCatalog::new(make(root, props), Duration::from_secs(3600));
+        let (cached, cached_loads) = warm_runs(Arc::new(cache), &ident, kind, rows).await;
         for (caches, runs, mut loads) in [
             ("cold", &cold, cold_loads),
             ("warm", &warm, warm_loads),
@@ -544,6 +522,26 @@ async fn s3_latency_bench() {
     }
 
     point_queries(&moto, &slow, delay_ms, &local_root, rows).await;
+}
+
+/// Five warm runs of [`plan_and_scan`] on one catalog and session (after one run to fill the
+/// caches), each followed by a table load alone: the runs and the loads' milliseconds.
+async fn warm_runs(
+    catalog: Arc<dyn Catalog>,
+    ident: &petrel_table_provider::TableIdent,
+    kind: CountedStore,
+    rows: i64,
+) -> (Vec<(Duration, u64, Duration, u64)>, Vec<f64>) {
+    let ctx = session(vec![("iceberg", Arc::clone(&catalog))]);
+    plan_and_scan(&ctx, kind, rows).await;
+    let (mut runs, mut loads) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        runs.push(plan_and_scan(&ctx, kind, rows).await);
+        let started = Instant::now();
+        catalog.load_table(ident).await.expect("load");
+        loads.push(ms(started.elapsed()));
+    }
+    (runs, loads)
 }
 
 /// The warm runs of [`s3_latency_bench`] through a [`CachingCatalog`] (`table_cache_ms`).

@@ -20,6 +20,7 @@ use iceberg::spec::{
     FormatVersion, NestedField, PartitionSpec, PrimitiveType, Schema, SortOrder,
     TableMetadataBuilder, Transform, Type,
 };
+use petrel_table_provider::catalog::CachingCatalog;
 use petrel_table_provider::{Catalog, FileSystemCatalog, Namespace, SqlCatalog, TableIdent};
 use serde_json::Value;
 
@@ -718,7 +719,7 @@ async fn spark_appends_to_a_petrel_table_and_petrel_appends_after() {
 }
 
 /// 8 writers × 25 single-row INSERTs into one table at once: 200 rows, 200 snapshots, every
-/// statement acknowledged — on both catalogs.
+/// statement acknowledged — on both catalogs, and on the filesystem one behind a table cache.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_inserts_all_commit() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -731,7 +732,15 @@ async fn concurrent_inserts_all_commit() {
             .and_then(|c| c.with_warehouse(warehouse.join("sql").to_str().expect("utf8")))
             .expect("sql catalog"),
     );
-    for catalog in [fs, sql] {
+    // The filesystem catalog again, behind a table cache (`table_cache_ms`) that every writer
+    // shares, as a server's sessions do: stale bases conflict, and the retries still land.
+    let cached_dir = warehouse.join("cached");
+    std::fs::create_dir_all(&cached_dir).expect("mkdir");
+    let cached: Arc<dyn Catalog> = Arc::new(CachingCatalog::new(
+        Arc::new(FileSystemCatalog::new(cached_dir.to_str().expect("utf8")).expect("catalog")),
+        std::time::Duration::from_secs(3600),
+    ));
+    for catalog in [fs, sql, cached] {
         catalog
             .create_namespace(&Namespace::new(vec!["db".into()]), true)
             .await

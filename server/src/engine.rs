@@ -57,11 +57,12 @@ use crate::information_schema::TruthfulNumericPrecision;
 use crate::memory::ServerMemory;
 use crate::parameters::{DEFAULT_MAX_PARAMETER_ROWS, ParameterRows};
 use crate::plan_cache::{PREPARED_PLAN_MAX_AGE, PlanCache, prepared_plan_ticket};
-use crate::plan_freshness::reads_current_tables;
+use crate::plan_freshness::{reads_current_tables, still_current};
 use crate::policy::{self, Policy};
 use crate::proto::petrel::{PreparedStatementHandle, SessionDefaults, StatementTicket};
 use crate::query_report::QueryReport;
 use crate::sql_text::{normalize_sql, order_placeholders};
+use crate::statement_cache::{StatementCache, keepable};
 
 /// A catalog as the server sees it: Iceberg catalogs are listed through Petrel's async
 /// [`Catalog`] trait (metadata calls, primary keys); other DataFusion catalogs (tests,
@@ -120,6 +121,8 @@ pub struct QueryEngine {
     cancellations: Arc<Cancellations>,
     /// Statements planned by GetFlightInfo, waiting for their DoGet.
     planned: PlanCache,
+    /// Optimized plans of query texts run before (`statement_cache`).
+    statements: StatementCache,
     /// `base` with each (catalog, schema) default seen, built once (module docs).
     states: Mutex<HashMap<(String, String), SessionState>>,
 }
@@ -143,6 +146,20 @@ pub struct Planned {
     pub frame: DataFrame,
     /// The result schema as sent over Flight.
     pub schema: SchemaRef,
+    /// The frame's plan is already optimized (a kept plan: `statement_cache`); execution
+    /// goes straight to physical planning.
+    pub optimized: bool,
+}
+
+impl Planned {
+    /// A statement planned from its text (not yet optimized).
+    pub fn new(frame: DataFrame, schema: SchemaRef) -> Self {
+        Self {
+            frame,
+            schema,
+            optimized: false,
+        }
+    }
 }
 
 impl QueryEngine {
@@ -216,6 +233,7 @@ impl QueryEngine {
             admission,
             cancellations: Cancellations::new(),
             planned: PlanCache::default(),
+            statements: StatementCache::default(),
             states: Mutex::new(HashMap::new()),
         }
     }
@@ -243,6 +261,11 @@ impl QueryEngine {
     /// Plans kept for their DoGet now (`plan_cache`).
     pub fn plans_kept(&self) -> usize {
         self.planned.len()
+    }
+
+    /// The kept optimized plans of query texts (`statement_cache`), for metrics.
+    pub fn statement_cache_stats(&self) -> petrel_table_provider::cache_stats::CacheStats {
+        self.statements.stats()
     }
 
     /// The template session state (catalogs, runtime and its caches), for metrics.
@@ -388,13 +411,75 @@ impl QueryEngine {
         session: &SessionDefaults,
         params: Option<Vec<ScalarValue>>,
     ) -> Result<Planned, Status> {
+        if params.is_none()
+            && let Some(kept) = self.kept_plan(sql, session).await?
+        {
+            return Ok(kept);
+        }
         let frame = self.plan_sql(sql, session).await?;
         let frame = match params {
             Some(values) => bind(frame, values)?,
             None => frame,
         };
         let schema = flight_schema(frame.schema().inner());
-        Ok(Planned { frame, schema })
+        Ok(Planned::new(frame, schema))
+    }
+
+    /// The optimized plan kept from an earlier run of `sql` under `session`
+    /// (`statement_cache`), when every table it scans is still at the version planned; a
+    /// stale one is dropped. `None`: plan the text.
+    async fn kept_plan(
+        &self,
+        sql: &str,
+        session: &SessionDefaults,
+    ) -> Result<Option<Planned>, Status> {
+        let started = Instant::now();
+        let Some(kept) = self.statements.lookup(sql, session) else {
+            return Ok(None);
+        };
+        if !still_current(&kept.tables).await {
+            self.statements.forget(sql, session);
+            return Ok(None);
+        }
+        let state = self.context(session)?.state();
+        let planned = Planned {
+            frame: DataFrame::new(state, kept.plan),
+            schema: kept.schema,
+            optimized: true,
+        };
+        crate::metrics::global().planned(crate::metrics::Stage::Sql, started.elapsed());
+        Ok(Some(planned))
+    }
+
+    /// Optimizes a query planned from its text and, when its result is fixed by its text and
+    /// the tables' versions, keeps the optimized plan for the next run of the same text
+    /// (`statement_cache`).
+    fn optimize_and_keep(
+        &self,
+        ticket: &StatementTicket,
+        session: &SessionDefaults,
+        planned: Planned,
+        observer: &crate::query_report::Observer,
+    ) -> Result<DataFrame, Status> {
+        if planned.optimized {
+            return Ok(planned.frame);
+        }
+        let tables = if ticket.parameters.is_empty() {
+            keepable(planned.frame.logical_plan())
+        } else {
+            None
+        };
+        let frame = crate::query_report::optimize(planned.frame, observer)?;
+        if let Some(tables) = tables {
+            self.statements.keep(
+                &ticket.sql,
+                session,
+                frame.logical_plan().clone(),
+                planned.schema,
+                tables,
+            );
+        }
+        Ok(frame)
     }
 
     /// Plans the write `sql` with every bound parameter row (IPC bytes; empty: none) as ONE
@@ -531,8 +616,12 @@ impl QueryEngine {
                 },
             };
             refuse_write_ticket(&planned.frame)?;
-            let stream = crate::query_report::execute(planned.frame, &pool, &observer).await?;
-            (planned.schema, stream.map(|r| r.map_err(df_status)).boxed())
+            let schema = Arc::clone(&planned.schema);
+            let started = Instant::now();
+            let frame = self.optimize_and_keep(&ticket, &session, planned, &observer)?;
+            let stream =
+                crate::query_report::execute_optimized(frame, &pool, &observer, started).await?;
+            (schema, stream.map(|r| r.map_err(df_status)).boxed())
         } else {
             // Planned once; each row is bound and run when the previous one's results are
             // sent, so only one row's plan exists at a time.

@@ -66,6 +66,7 @@ pub mod scan_stats;
 pub mod server;
 pub mod session;
 pub mod sql_text;
+mod statement_cache;
 pub mod telemetry;
 pub mod tickets;
 pub mod untrusted_ipc;

@@ -193,7 +193,7 @@ mod tests {
     async fn planned(sql: &str) -> Planned {
         let frame = SessionContext::new().sql(sql).await.unwrap();
         let schema = Arc::new(frame.schema().as_arrow().clone());
-        Planned { frame, schema }
+        Planned::new(frame, schema)
     }
 
     fn ticket(id: &'static [u8], sql: &str) -> StatementTicket {
@@ -239,10 +239,7 @@ mod tests {
             t.query_id = Bytes::from(i.to_string());
             cache.insert(
                 &t,
-                Planned {
-                    frame: plan.frame.clone(),
-                    schema: Arc::clone(&plan.schema),
-                },
+                Planned::new(plan.frame.clone(), Arc::clone(&plan.schema)),
             );
         }
         assert_eq!(cache.len(), PLAN_CAPACITY);
@@ -265,10 +262,7 @@ mod tests {
             t.query_id = Bytes::from(i.to_string());
             cache.insert(
                 &t,
-                Planned {
-                    frame: plan.frame.clone(),
-                    schema: Arc::clone(&plan.schema),
-                },
+                Planned::new(plan.frame.clone(), Arc::clone(&plan.schema)),
             );
         }
         assert_eq!(cache.len(), PLAN_CACHE_BYTES / one);

@@ -3,20 +3,28 @@
 //! A logical plan is tied to the table versions its catalog resolved when it was planned (each
 //! Iceberg scan holds the table's metadata file). A plan kept between two calls of one query
 //! — CreatePreparedStatement, then the GetFlightInfo that executes the handle (`plan_cache`) —
-//! may only be reused when no commit has happened since: [`reads_current_tables`] reloads each
-//! table the plan scans (the catalog's freshness path: a version-hint read or one `SELECT`) and
-//! compares its current metadata file with the one planned. Anything it cannot verify (time
-//! travel, metadata tables, other providers, extension nodes such as Petrel's own statements)
-//! answers `false`: plan again.
+//! or from one run of a query text to the next (`statement_cache`) may only be reused when no
+//! commit has happened since: [`still_current`] reloads each table the plan scans (the
+//! catalog's freshness path: a version-hint read or one `SELECT`) and compares its current
+//! metadata file with the one planned. Anything [`tables_read`] cannot verify (time travel,
+//! metadata tables, other providers, extension nodes such as Petrel's own statements, writes,
+//! DDL) makes the plan unverifiable: plan again.
+
+use std::sync::Arc;
 
 use datafusion::catalog::default_table_source::source_as_provider;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::logical_expr::LogicalPlan;
 use petrel_table_provider::IcebergTableProvider;
+use petrel_table_provider::catalog::{Catalog, LoadedTable};
 
-/// Whether every table `plan` scans is an Iceberg table read at its current version that is
-/// still the catalog's current version. A plan that scans nothing (`SELECT 1`) is current.
-pub(crate) async fn reads_current_tables(plan: &LogicalPlan) -> bool {
+/// A table a plan scans: its catalog and the version the plan reads.
+pub(crate) type TableRead = (Arc<dyn Catalog>, LoadedTable);
+
+/// The tables `plan` scans (once per scan), when every one is an Iceberg table read at its
+/// current version and the plan holds no writes, DDL or extension nodes; `None` otherwise. A
+/// plan that scans nothing (`SELECT 1`) reads no tables: `Some(vec![])`.
+pub(crate) fn tables_read(plan: &LogicalPlan) -> Option<Vec<TableRead>> {
     let mut tables = Vec::new();
     let mut verifiable = true;
     let walked = plan.apply_with_subqueries(|node| {
@@ -26,9 +34,7 @@ pub(crate) async fn reads_current_tables(plan: &LogicalPlan) -> bool {
                     p.as_any()
                         .downcast_ref::<IcebergTableProvider>()
                         .filter(|t| t.reads_current())
-                        .and_then(|t| {
-                            Some((std::sync::Arc::clone(t.catalog()?), t.table().clone()))
-                        })
+                        .and_then(|t| Some((Arc::clone(t.catalog()?), t.table().clone())))
                 });
                 match provider {
                     Some(table) => tables.push(table),
@@ -46,9 +52,12 @@ pub(crate) async fn reads_current_tables(plan: &LogicalPlan) -> bool {
             TreeNodeRecursion::Stop
         })
     });
-    if walked.is_err() || !verifiable {
-        return false;
-    }
+    (walked.is_ok() && verifiable).then_some(tables)
+}
+
+/// Whether every table in `tables` is still at the version read: its catalog's current
+/// metadata file is the one planned (a failed load answers `false`).
+pub(crate) async fn still_current(tables: &[TableRead]) -> bool {
     for (catalog, planned) in tables {
         match catalog.load_table(planned.ident()).await {
             Ok(now) if now.metadata_location() == planned.metadata_location() => {}
@@ -56,4 +65,13 @@ pub(crate) async fn reads_current_tables(plan: &LogicalPlan) -> bool {
         }
     }
     true
+}
+
+/// Whether every table `plan` scans is an Iceberg table read at its current version that is
+/// still the catalog's current version. A plan that scans nothing (`SELECT 1`) is current.
+pub(crate) async fn reads_current_tables(plan: &LogicalPlan) -> bool {
+    match tables_read(plan) {
+        Some(tables) => still_current(&tables).await,
+        None => false,
+    }
 }

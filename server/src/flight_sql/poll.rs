@@ -366,7 +366,7 @@ async fn run(job: &Job, planned: Planned, pool: &Arc<dyn MemoryPool>) -> State {
         Err(status) => return State::Failed(status),
     };
     let plan = tokio::select! {
-        plan = planned.frame.create_physical_plan() => match plan {
+        plan = crate::query_report::physical_plan(planned.frame, planned.optimized) => match plan {
             Ok(plan) => plan,
             Err(e) => return State::Failed(df_status(e)),
         },

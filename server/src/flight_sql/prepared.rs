@@ -40,7 +40,6 @@ use futures::{StreamExt, TryStreamExt};
 use tonic::Status;
 
 use crate::cancellation::prepared_query_id;
-use crate::engine::{Planned, flight_schema};
 use crate::error::to_status;
 use crate::executor::{QueryExecutor, is_write, parameter_schema};
 use crate::flight_sql::statement::{
@@ -122,14 +121,15 @@ pub(crate) async fn create(
         ));
     }
     let slot = engine.admission().admit("CreatePreparedStatement").await?;
-    let frame = engine.plan_sql(&req.query, &session).await?;
+    // (A query run before may come back as its kept optimized plan: `statement_cache`.)
+    let planned = engine.plan(&req.query, &session, None).await?;
     drop(slot);
-    let dataset = if is_write(&frame) {
+    let dataset = if is_write(&planned.frame) {
         Schema::empty()
     } else {
-        flight_schema(frame.schema().inner()).as_ref().clone()
+        planned.schema.as_ref().clone()
     };
-    let params = parameter_schema(&frame)?;
+    let params = parameter_schema(&planned.frame)?;
     let handle = PreparedStatementHandle {
         version: FORMAT_VERSION,
         sql: req.query,
@@ -142,11 +142,10 @@ pub(crate) async fn create(
         dataset_schema: schema_bytes(&dataset)?,
         parameter_schema: schema_bytes(&params)?,
     };
-    if !is_write(&frame) && params.fields().is_empty() {
+    if !is_write(&planned.frame) && params.fields().is_empty() {
         // The handle's GetFlightInfo (ADBC sends it next) may run this plan instead of
         // planning again, if no table changed in between (`plan_cache`).
-        let schema = flight_schema(frame.schema().inner());
-        engine.keep_prepared_plan(&handle, Planned { frame, schema });
+        engine.keep_prepared_plan(&handle, planned);
     }
     Ok(result)
 }
@@ -273,16 +272,17 @@ pub(crate) async fn flight_info_for(
         // CreatePreparedStatement's plan, no table changed since (its parameters were counted
         // there: none).
         None if kept.is_some() => kept.ok_or_else(|| Status::internal("kept plan vanished"))?,
+        // Planned again (a handle executed more than once, as ADBC does for a cursor that
+        // runs the same text again), or its query's kept plan (`statement_cache`).
         None => {
-            let frame = engine.plan_sql(&handle.sql, &session).await?;
-            let n = parameter_schema(&frame)?.fields().len();
+            let planned = engine.plan(&handle.sql, &session, None).await?;
+            let n = parameter_schema(&planned.frame)?.fields().len();
             if n > 0 {
                 return Err(Status::invalid_argument(format!(
                     "the statement has {n} parameter(s) but no values were bound (DoPut)"
                 )));
             }
-            let schema = flight_schema(frame.schema().inner());
-            Planned { frame, schema }
+            planned
         }
         first => engine.plan(&handle.sql, &session, first).await?,
     };

@@ -501,7 +501,8 @@ fn render_live(e: &mut Exposition, sources: &Sources) {
 /// DataFusion's Parquet footer (file metadata) cache, shared by every catalog.
 const FOOTER_CACHE: &str = "parquet_footer";
 
-/// Each Iceberg catalog's caches (by catalog name), and the footer cache (catalog `""`).
+/// Each Iceberg catalog's caches (by catalog name), and the server's statement cache and footer
+/// cache (catalog `""`).
 fn cache_stats(engine: &QueryEngine) -> Vec<(String, CacheStats)> {
     let state = engine.state();
     let mut out = Vec::new();
@@ -525,6 +526,7 @@ fn cache_stats(engine: &QueryEngine) -> Vec<(String, CacheStats)> {
             out.push((name.clone(), s));
         }
     }
+    out.push((String::new(), engine.statement_cache_stats()));
     let footers = state.runtime_env().cache_manager.get_file_metadata_cache();
     let entries = footers.list_entries();
     out.push((

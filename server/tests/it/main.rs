@@ -23,5 +23,6 @@ mod row_level_flight_sql;
 mod s3;
 mod sql_info;
 mod sql_policy;
+mod statement_cache;
 mod table_changes_stream;
 mod writes;

@@ -15,7 +15,6 @@
 
 use crate::common;
 
-use std::io::{Read, Write};
 use std::time::Duration;
 
 use arrow::array::{Array, Int64Array};
@@ -23,7 +22,7 @@ use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use arrow_flight::{FlightData, HandshakeRequest};
 use base64::Engine;
-use common::Petrel;
+use common::{Petrel, metrics_addr, scrape, value};
 use futures::TryStreamExt;
 use tonic::Request;
 use tonic::transport::Channel;
@@ -33,48 +32,6 @@ use tonic_health::pb::health_client::HealthClient;
 
 const PASSWORD: &str = "correct-horse-7f3a9";
 const WRONG: &str = "wrong-guess-91c2e";
-
-/// The metrics address the server announced on stderr.
-fn metrics_addr(server: &Petrel) -> String {
-    let log = server.log();
-    let line = log
-        .lines()
-        .find_map(|l| l.strip_prefix("petrel metrics on http://"))
-        .unwrap_or_else(|| panic!("no metrics address in the log:\n{log}"));
-    line.trim_end_matches("/metrics").to_string()
-}
-
-/// GET /metrics over plain HTTP/1.1; the body.
-fn scrape(addr: &str) -> String {
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the metrics port");
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    let (head, body) = response.split_once("\r\n\r\n").expect("a response");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(
-        head.to_ascii_lowercase()
-            .contains("content-type: text/plain; version=0.0.4"),
-        "{head}"
-    );
-    body.to_string()
-}
-
-/// The value of the sample `series` (name with its labels, as exposed).
-fn value(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
-        .parse()
-        .unwrap()
-}
 
 /// How much each series moved between two scrapes.
 struct Delta<'a> {

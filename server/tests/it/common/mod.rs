@@ -270,3 +270,46 @@ pub async fn tls_channel(
         .connect()
         .await
 }
+
+/// The metrics address the server announced on stderr.
+pub fn metrics_addr(server: &Petrel) -> String {
+    let log = server.log();
+    let line = log
+        .lines()
+        .find_map(|l| l.strip_prefix("petrel metrics on http://"))
+        .unwrap_or_else(|| panic!("no metrics address in the log:\n{log}"));
+    line.trim_end_matches("/metrics").to_string()
+}
+
+/// GET /metrics over plain HTTP/1.1; the body.
+pub fn scrape(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to the metrics port");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    body.to_string()
+}
+
+/// The value of the sample `series` (name with its labels, as exposed).
+pub fn value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
+        .parse()
+        .unwrap()
+}

@@ -842,9 +842,14 @@ impl IcebergTableProvider {
         {
             return Ok(None);
         }
-        let stats =
-            metadata_statistics(&self.table, self.planner.cache(), plan, &self.arrow_schema)
-                .await?;
+        let stats = metadata_statistics(
+            &self.table,
+            self.planner.cache(),
+            plan,
+            &self.arrow_schema,
+            requested,
+        )
+        .await?;
         Ok(stats.map(|s| s.project(Some(&requested))))
     }
 }

@@ -46,12 +46,14 @@ const POS_FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
 const DEFAULT_TRUNCATE: usize = 16;
 
 /// Statistics of the rows `plan` reads from `table` (columns as in `schema`, the table's
-/// Arrow schema), or `None` when not even the row count is exact.
+/// Arrow schema; only those at the indexes `requested` are computed, the others are unknown),
+/// or `None` when not even the row count is exact.
 pub(crate) async fn metadata_statistics(
     table: &LoadedTable,
     cache: &ManifestCache,
     plan: &ScanPlan,
     schema: &Schema,
+    requested: &[usize],
 ) -> Result<Option<Statistics>> {
     let Some(snapshot_id) = plan.snapshot_id else {
         return Ok(None);
@@ -118,10 +120,15 @@ pub(crate) async fn metadata_statistics(
         .properties()
         .keys()
         .any(|k| k.starts_with("write.metadata.metrics."));
+    // (A `count(*)` requests no column: none is summed.)
     let mut columns: Vec<Column> = schema
         .fields()
         .iter()
-        .map(|f| Column::new(field_id_of(f), f.data_type(), !any_deletes))
+        .enumerate()
+        .map(|(i, f)| {
+            let field_id = field_id_of(f).filter(|_| requested.contains(&i));
+            Column::new(field_id, f.data_type(), !any_deletes)
+        })
         .collect();
     let mut rows: u64 = 0;
     let mut found = 0usize;

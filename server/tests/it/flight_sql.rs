@@ -362,33 +362,7 @@ async fn get_schema_poll_and_session_options() {
     }
 
     // Session options: set the schema, then read it back with the session cookie.
-    let set = petrel_server::proto::flight_session::SetSessionOptionsRequest {
-        session_options: [(
-            "schema".to_string(),
-            petrel_server::proto::flight_session::SessionOptionValue {
-                option_value: Some(
-                    petrel_server::proto::flight_session::session_option_value::OptionValue::StringValue(
-                        "information_schema".into(),
-                    ),
-                ),
-            },
-        )]
-        .into(),
-    };
-    let resp = raw
-        .do_action(Action {
-            r#type: "SetSessionOptions".into(),
-            body: set.encode_to_vec().into(),
-        })
-        .await
-        .unwrap();
-    let cookie = resp
-        .metadata()
-        .get("set-cookie")
-        .expect("session cookie")
-        .to_str()
-        .unwrap()
-        .to_string();
+    let cookie = common::session_cookie(&server, "schema", "information_schema").await;
     let mut req = tonic::Request::new(Action {
         r#type: "GetSessionOptions".into(),
         body: Default::default(),

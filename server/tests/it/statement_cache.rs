@@ -15,15 +15,8 @@ use std::time::Duration;
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Int64Type, TimestampNanosecondType};
-use arrow_flight::Action;
-use arrow_flight::flight_service_client::FlightServiceClient;
 use arrow_flight::sql::client::FlightSqlServiceClient;
 use common::{Petrel, fetch, metrics_addr, query, scrape, to_status, value};
-use futures::TryStreamExt;
-use petrel_server::proto::flight_session::{
-    SessionOptionValue, SetSessionOptionsRequest, session_option_value::OptionValue,
-};
-use prost::Message;
 use tonic::transport::Channel;
 
 const COUNT_SUM: &str = "SELECT count(*), sum(k) FROM t";
@@ -75,34 +68,9 @@ async fn update(client: &mut FlightSqlServiceClient<Channel>, sql: &str) {
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
-/// A client whose session's default schema is `schema` (SetSessionOptions, then the session
-/// cookie on every call).
+/// A client whose session's default schema is `schema` (the session cookie on every call).
 async fn client_in_schema(server: &Petrel, schema: &str) -> FlightSqlServiceClient<Channel> {
-    let mut raw = FlightServiceClient::new(server.channel().await);
-    let set = SetSessionOptionsRequest {
-        session_options: [(
-            "schema".to_string(),
-            SessionOptionValue {
-                option_value: Some(OptionValue::StringValue(schema.into())),
-            },
-        )]
-        .into(),
-    };
-    let resp = raw
-        .do_action(Action {
-            r#type: "SetSessionOptions".into(),
-            body: set.encode_to_vec().into(),
-        })
-        .await
-        .unwrap();
-    let cookie = resp
-        .metadata()
-        .get("set-cookie")
-        .expect("session cookie")
-        .to_str()
-        .unwrap()
-        .to_string();
-    let _: Vec<_> = resp.into_inner().try_collect().await.unwrap();
+    let cookie = common::session_cookie(server, "schema", schema).await;
     let mut client = FlightSqlServiceClient::new(server.channel().await);
     client.set_header("cookie", cookie);
     client

@@ -313,3 +313,44 @@ pub fn value(text: &str, series: &str) -> f64 {
         .parse()
         .unwrap()
 }
+
+/// Opens a Flight session on `server` with the string session option `name` = `value`
+/// (SetSessionOptions); the session cookie to send on later calls.
+pub async fn session_cookie(server: &Petrel, name: &str, value: &str) -> String {
+    use arrow_flight::Action;
+    use petrel_server::proto::flight_session::{
+        SessionOptionValue, SetSessionOptionsRequest, session_option_value::OptionValue,
+    };
+    use prost::Message;
+    let mut raw =
+        arrow_flight::flight_service_client::FlightServiceClient::new(server.channel().await);
+    let set = SetSessionOptionsRequest {
+        session_options: [(
+            name.to_string(),
+            SessionOptionValue {
+                option_value: Some(OptionValue::StringValue(value.into())),
+            },
+        )]
+        .into(),
+    };
+    let resp = raw
+        .do_action(Action {
+            r#type: "SetSessionOptions".into(),
+            body: set.encode_to_vec().into(),
+        })
+        .await
+        .expect("SetSessionOptions");
+    let cookie = resp
+        .metadata()
+        .get("set-cookie")
+        .expect("session cookie")
+        .to_str()
+        .expect("ascii cookie")
+        .to_string();
+    let _: Vec<_> = resp
+        .into_inner()
+        .try_collect()
+        .await
+        .expect("SetSessionOptions result");
+    cookie
+}

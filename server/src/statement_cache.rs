@@ -152,7 +152,10 @@ pub(crate) fn keepable(plan: &LogicalPlan) -> Option<Vec<TableRead>> {
     tables_read(plan)
 }
 
-/// Whether `expr` itself (not its children) gives the same value in every run of the plan.
+/// Whether the optimized form of `expr` itself (not its children) may serve later runs: a
+/// stable function is folded into this run's value and a placeholder takes each run's
+/// parameter; everything else is a constant of the text or evaluated when the plan runs
+/// (volatile functions such as `random()` are never folded).
 fn immutable(expr: &Expr) -> bool {
     match expr {
         Expr::Placeholder(_) => false,

@@ -277,6 +277,12 @@ impl QueryEngine {
     /// (catalog, schema) default. Its runtime has no query pool yet: executing a statement's
     /// plan goes through `query_report::execute`, which attaches one.
     pub fn context(&self, session: &SessionDefaults) -> Result<SessionContext, Status> {
+        Ok(SessionContext::new_with_state(self.session_state(session)?))
+    }
+
+    /// [`Self::context`]'s state alone (one clone of the kept state, where
+    /// `context(..).state()` makes two).
+    fn session_state(&self, session: &SessionDefaults) -> Result<SessionState, Status> {
         let catalog = if session.catalog.is_empty() {
             self.catalogs
                 .first()
@@ -296,7 +302,7 @@ impl QueryEngine {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(state) = states.get(&key) {
-            return Ok(SessionContext::new_with_state(state.clone()));
+            return Ok(state.clone());
         }
         let config = self
             .base
@@ -310,7 +316,7 @@ impl QueryEngine {
             states.clear();
         }
         states.insert(key, state.clone());
-        Ok(SessionContext::new_with_state(state))
+        Ok(state)
     }
 
     /// Parses and plans `sql` (no parameters bound).
@@ -441,7 +447,7 @@ impl QueryEngine {
             self.statements.forget(sql, session);
             return Ok(None);
         }
-        let state = self.context(session)?.state();
+        let state = self.session_state(session)?;
         let planned = Planned {
             frame: DataFrame::new(state, kept.plan),
             schema: kept.schema,

@@ -21,8 +21,9 @@ use petrel_table_provider::catalog::{Catalog, LoadedTable};
 /// A table a plan scans: its catalog and the version the plan reads.
 pub(crate) type TableRead = (Arc<dyn Catalog>, LoadedTable);
 
-/// The tables `plan` scans (once per scan), when every one is an Iceberg table read at its
-/// current version and the plan holds no writes, DDL or extension nodes; `None` otherwise. A
+/// The tables `plan` scans (once per scan), when every one is a plain read of an Iceberg
+/// table at its current version and the plan holds no writes, DDL or extension nodes; `None`
+/// otherwise (a row-level write's target, a file subset or a replacement is more than a read). A
 /// plan that scans nothing (`SELECT 1`) reads no tables: `Some(vec![])`.
 pub(crate) fn tables_read(plan: &LogicalPlan) -> Option<Vec<TableRead>> {
     let mut tables = Vec::new();
@@ -33,7 +34,7 @@ pub(crate) fn tables_read(plan: &LogicalPlan) -> Option<Vec<TableRead>> {
                 let provider = source_as_provider(&scan.source).ok().and_then(|p| {
                     p.as_any()
                         .downcast_ref::<IcebergTableProvider>()
-                        .filter(|t| t.reads_current())
+                        .filter(|t| t.reads_current() && t.reads_plainly())
                         .and_then(|t| Some((Arc::clone(t.catalog()?), t.table().clone())))
                 });
                 match provider {

@@ -33,10 +33,8 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use arrow::datatypes::SchemaRef;
-use datafusion::catalog::default_table_source::source_as_provider;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::logical_expr::{Expr, LogicalPlan, Volatility};
-use petrel_table_provider::IcebergTableProvider;
 use petrel_table_provider::cache_stats::CacheStats;
 
 use crate::locks::lock;
@@ -111,45 +109,42 @@ impl std::fmt::Debug for StatementCache {
 pub(crate) fn keepable(plan: &LogicalPlan) -> Option<Vec<TableRead>> {
     let mut fixed = true;
     let walked = plan.apply_with_subqueries(|node| {
-        fixed &= match node {
+        fixed = !matches!(
+            node,
             LogicalPlan::Explain(_)
-            | LogicalPlan::Analyze(_)
-            | LogicalPlan::DescribeTable(_)
-            | LogicalPlan::Statement(_) => false,
-            // A plain read of the table (not a row-level write's target, a file subset or a
-            // replacement); `tables_read` checks the rest.
-            LogicalPlan::TableScan(scan) => source_as_provider(&scan.source)
-                .ok()
-                .and_then(|p| {
-                    p.as_any()
-                        .downcast_ref::<IcebergTableProvider>()
-                        .map(|t| t.table_recipe().is_some())
-                })
-                .unwrap_or(false),
-            _ => true,
-        };
-        if fixed {
-            node.apply_expressions(|expr| {
-                expr.apply(|e| {
-                    fixed &= immutable(e);
-                    Ok(if fixed {
-                        TreeNodeRecursion::Continue
-                    } else {
-                        TreeNodeRecursion::Stop
-                    })
-                })
-            })?;
-        }
-        Ok(if fixed {
-            TreeNodeRecursion::Continue
-        } else {
-            TreeNodeRecursion::Stop
-        })
+                | LogicalPlan::Analyze(_)
+                | LogicalPlan::DescribeTable(_)
+                | LogicalPlan::Statement(_)
+        );
+        node.apply_expressions(|expr| {
+            fixed &= !expr.exists(|e| Ok(!immutable(e)))?;
+            Ok(continue_if(fixed))
+        })?;
+        Ok(continue_if(fixed))
     });
-    if walked.is_err() || !fixed {
-        return None;
+    // The scans (plain reads of Iceberg tables at their current version): `plan_freshness`.
+    (walked.is_ok() && fixed)
+        .then(|| tables_read(plan))
+        .flatten()
+}
+
+fn continue_if(go_on: bool) -> TreeNodeRecursion {
+    if go_on {
+        TreeNodeRecursion::Continue
+    } else {
+        TreeNodeRecursion::Stop
     }
-    tables_read(plan)
+}
+
+/// The table scans in `plan`, subqueries included.
+fn scans(plan: &LogicalPlan) -> usize {
+    let mut n = 0;
+    // (The closure never fails; an error would only leave the count lower.)
+    let _ = plan.apply_with_subqueries(|node| {
+        n += usize::from(matches!(node, LogicalPlan::TableScan(_)));
+        Ok(TreeNodeRecursion::Continue)
+    });
+    n
 }
 
 /// Whether the optimized form of `expr` itself (not its children) may serve later runs: a
@@ -209,8 +204,7 @@ impl StatementCache {
         schema: SchemaRef,
         tables: Vec<TableRead>,
     ) {
-        let still_scanned = tables_read(&optimized).map(|t| t.len());
-        if still_scanned != Some(tables.len()) {
+        if scans(&optimized) != tables.len() {
             return;
         }
         let kept = KeptStatement {
@@ -310,13 +304,10 @@ mod tests {
     async fn kept_by_text_and_session_least_recently_used_first_out() {
         let cache = StatementCache::default();
         let (one, schema) = plan("SELECT 1").await;
-        cache.keep(
-            "SELECT 1",
-            &session("a"),
-            one.clone(),
-            Arc::clone(&schema),
-            vec![],
-        );
+        let keep = |sql: &str| {
+            cache.keep(sql, &session("a"), one.clone(), Arc::clone(&schema), vec![]);
+        };
+        keep("SELECT 1");
         assert!(cache.lookup("SELECT 1", &session("a")).is_some());
         assert!(
             cache.lookup("SELECT 1", &session("b")).is_none(),
@@ -332,23 +323,11 @@ mod tests {
         // Full: the least recently used goes first; a lookup counts as a use.
         for i in 1..STATEMENT_CAPACITY {
             let sql = format!("SELECT {i} -- {i}");
-            cache.keep(
-                &sql,
-                &session("a"),
-                one.clone(),
-                Arc::clone(&schema),
-                vec![],
-            );
+            keep(&sql);
         }
         assert_eq!(cache.stats().entries, STATEMENT_CAPACITY as u64);
         assert!(cache.lookup("SELECT 1", &session("a")).is_some());
-        cache.keep(
-            "SELECT new",
-            &session("a"),
-            one.clone(),
-            Arc::clone(&schema),
-            vec![],
-        );
+        keep("SELECT new");
         assert_eq!(cache.stats().entries, STATEMENT_CAPACITY as u64);
         assert!(
             cache.lookup("SELECT 1", &session("a")).is_some(),
@@ -359,13 +338,7 @@ mod tests {
             "the least recently used went"
         );
         // The same text again replaces its plan; a stale one is forgotten.
-        cache.keep(
-            "SELECT new",
-            &session("a"),
-            one.clone(),
-            Arc::clone(&schema),
-            vec![],
-        );
+        keep("SELECT new");
         assert_eq!(cache.stats().entries, STATEMENT_CAPACITY as u64);
         cache.forget("SELECT new", &session("a"));
         assert!(cache.lookup("SELECT new", &session("a")).is_none());

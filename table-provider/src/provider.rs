@@ -239,11 +239,7 @@ impl IcebergTableProvider {
     /// upsert target, a copy-on-write rewrite's file subset, a row-level write's recorded
     /// scans).
     pub fn table_recipe(&self) -> Option<TableRecipe> {
-        if self.only_files.is_some()
-            || self.upsert
-            || self.read_filters.is_some()
-            || self.replacement.is_some()
-        {
+        if !self.reads_plainly() {
             return None;
         }
         Some(TableRecipe::of(
@@ -251,6 +247,16 @@ impl IcebergTableProvider {
             &self.selector,
             self.positional_schema.is_some(),
         ))
+    }
+
+    /// Whether this provider is a plain read of its table at its snapshot: not a replacement,
+    /// an upsert target, a copy-on-write rewrite's file subset or a row-level write's recorded
+    /// scans.
+    pub fn reads_plainly(&self) -> bool {
+        self.only_files.is_none()
+            && !self.upsert
+            && self.read_filters.is_none()
+            && self.replacement.is_none()
     }
 
     /// Whether an INSERT into this table is an upsert ([`Self::upsert`], or the table's

@@ -27,11 +27,12 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::buffer::NullBuffer;
+use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray, RecordBatch};
+use arrow::buffer::{NullBuffer, ScalarBuffer};
 use arrow::datatypes::{
-    DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type, Int64Type,
-    SchemaRef, Time64MicrosecondType, TimeUnit, TimestampMicrosecondType, TimestampNanosecondType,
+    ArrowPrimitiveType, DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type,
+    Int64Type, SchemaRef, Time64MicrosecondType, TimeUnit, TimestampMicrosecondType,
+    TimestampNanosecondType,
 };
 use iceberg::spec::{Datum, NestedFieldRef, PrimitiveType, Schema, SortOrder, StructType, Type};
 
@@ -620,6 +621,71 @@ fn widen<T: Copy>(bounds: &mut Option<(T, T)>, v: T, less: impl Fn(&T, &T) -> bo
     }
 }
 
+/// Widens `bounds` by a batch's least and greatest values (`None`: the batch had no value).
+fn widen_range<T: Copy>(
+    bounds: &mut Option<(T, T)>,
+    range: Option<(T, T)>,
+    less: impl Fn(&T, &T) -> bool,
+) {
+    if let Some((lo, hi)) = range {
+        widen(bounds, lo, &less);
+        widen(bounds, hi, &less);
+    }
+}
+
+/// The least and greatest of the valid `values` in their total order (Arrow's min / max
+/// kernels, which vectorize), `None` when every value is null. For floats, the caller makes
+/// sure there is no NaN: the total order puts NaNs outside every number.
+fn range<T: ArrowPrimitiveType>(
+    values: &ScalarBuffer<T::Native>,
+    nulls: Option<&NullBuffer>,
+) -> Option<(T::Native, T::Native)> {
+    let array = PrimitiveArray::<T>::new(values.clone(), nulls.cloned());
+    Some((arrow::compute::min(&array)?, arrow::compute::max(&array)?))
+}
+
+/// How many of the valid `values` satisfy `test`.
+fn count_valid<T: Copy>(values: &[T], nulls: Option<&NullBuffer>, test: impl Fn(T) -> bool) -> u64 {
+    match nulls {
+        None => values.iter().filter(|&&v| test(v)).count() as u64,
+        Some(nulls) => nulls.valid_indices().filter(|&i| test(values[i])).count() as u64,
+    }
+}
+
+/// The least and greatest byte strings of one batch (unsigned byte order), each with its
+/// [`prefix_key`]: most comparisons are decided by the keys, without a `memcmp` call.
+#[derive(Default)]
+struct BytesRange<'a> {
+    bounds: Option<((&'a [u8], u128), (&'a [u8], u128))>,
+}
+
+impl<'a> BytesRange<'a> {
+    fn add(&mut self, v: &'a [u8]) {
+        let key = prefix_key(v);
+        match &mut self.bounds {
+            None => self.bounds = Some(((v, key), (v, key))),
+            Some((lo, hi)) => {
+                if key < lo.1 || (key == lo.1 && v < lo.0) {
+                    *lo = (v, key);
+                }
+                if key > hi.1 || (key == hi.1 && v > hi.0) {
+                    *hi = (v, key);
+                }
+            }
+        }
+    }
+}
+
+/// The first 16 bytes of `v`, zero-padded, as a big-endian number. Keys order as their strings
+/// wherever they differ (a zero pad byte only ties with a zero byte or another pad, and a
+/// string that runs out first, all else equal, is the smaller); equal keys decide nothing.
+fn prefix_key(v: &[u8]) -> u128 {
+    let mut head = [0u8; 16];
+    let n = v.len().min(16);
+    head[..n].copy_from_slice(&v[..n]);
+    u128::from_be_bytes(head)
+}
+
 fn widen_bytes(bounds: &mut Option<(Vec<u8>, Vec<u8>)>, v: &[u8]) {
     match bounds {
         None => *bounds = Some((v.to_vec(), v.to_vec())),
@@ -700,25 +766,35 @@ impl Leaf {
             // Floats count NaNs even without bounds (counts mode).
             (acc, PrimitiveType::Float) => {
                 let values = array.as_primitive_opt::<Float32Type>().ok_or_else(err)?;
-                let values = values.values();
-                for i in valid(len, nulls) {
-                    let v = values[i];
-                    if v.is_nan() {
-                        self.nan_count += 1;
-                    } else if let Acc::Float(b) = acc {
-                        widen(b, v, |x, y| x.total_cmp(y).is_lt());
+                let nans = count_valid(values.values(), nulls, |v| v.is_nan());
+                self.nan_count += nans;
+                if let Acc::Float(b) = acc {
+                    let less = |x: &f32, y: &f32| x.total_cmp(y).is_lt();
+                    if nans == 0 {
+                        widen_range(b, range::<Float32Type>(values.values(), nulls), less);
+                    } else {
+                        for v in valid(len, nulls).map(|i| values.value(i)) {
+                            if !v.is_nan() {
+                                widen(b, v, less);
+                            }
+                        }
                     }
                 }
             }
             (acc, PrimitiveType::Double) => {
                 let values = array.as_primitive_opt::<Float64Type>().ok_or_else(err)?;
-                let values = values.values();
-                for i in valid(len, nulls) {
-                    let v = values[i];
-                    if v.is_nan() {
-                        self.nan_count += 1;
-                    } else if let Acc::Double(b) = acc {
-                        widen(b, v, |x, y| x.total_cmp(y).is_lt());
+                let nans = count_valid(values.values(), nulls, |v| v.is_nan());
+                self.nan_count += nans;
+                if let Acc::Double(b) = acc {
+                    let less = |x: &f64, y: &f64| x.total_cmp(y).is_lt();
+                    if nans == 0 {
+                        widen_range(b, range::<Float64Type>(values.values(), nulls), less);
+                    } else {
+                        for v in valid(len, nulls).map(|i| values.value(i)) {
+                            if !v.is_nan() {
+                                widen(b, v, less);
+                            }
+                        }
                     }
                 }
             }
@@ -737,9 +813,7 @@ impl Leaf {
                     _ => array.as_primitive_opt::<Int32Type>().map(|a| a.values()),
                 }
                 .ok_or_else(err)?;
-                for i in valid(len, nulls) {
-                    widen(b, values[i], |x, y| x < y);
-                }
+                widen_range(b, range::<Int32Type>(values, nulls), |x, y| x < y);
             }
             (Acc::Long(b), ty) => {
                 let values = match ty {
@@ -757,19 +831,23 @@ impl Leaf {
                         .map(|a| a.values()),
                 }
                 .ok_or_else(err)?;
-                for i in valid(len, nulls) {
-                    widen(b, values[i], |x, y| x < y);
-                }
+                widen_range(b, range::<Int64Type>(values, nulls), |x, y| x < y);
             }
             (Acc::Decimal(b), _) => {
                 let values = array.as_primitive_opt::<Decimal128Type>().ok_or_else(err)?;
-                let values = values.values();
-                for i in valid(len, nulls) {
-                    widen(b, values[i], |x, y| x < y);
-                }
+                widen_range(
+                    b,
+                    range::<Decimal128Type>(values.values(), nulls),
+                    |x, y| x < y,
+                );
             }
             (Acc::Bytes(b), _) => {
-                for_each_bytes(&array, nulls, |v| widen_bytes(b, v)).ok_or_else(err)?
+                let mut batch = BytesRange::default();
+                for_each_bytes(&array, nulls, |v| batch.add(v)).ok_or_else(err)?;
+                if let Some(((lo, _), (hi, _))) = batch.bounds {
+                    widen_bytes(b, lo);
+                    widen_bytes(b, hi);
+                }
             }
             (Acc::Uuid { unsigned, signed }, _) => {
                 let values = array.as_fixed_size_binary_opt().ok_or_else(err)?;
@@ -807,10 +885,10 @@ impl Leaf {
 
 /// Calls `f` with the bytes of every valid string/binary/fixed value; `None` if `array` is none
 /// of those.
-fn for_each_bytes(
-    array: &ArrayRef,
+fn for_each_bytes<'a>(
+    array: &'a ArrayRef,
     nulls: Option<&NullBuffer>,
-    mut f: impl FnMut(&[u8]),
+    mut f: impl FnMut(&'a [u8]),
 ) -> Option<()> {
     let len = array.len();
     macro_rules! each {
@@ -1795,6 +1873,45 @@ mod tests {
             lo.map(|b| Datum::binary(b.to_vec())),
             hi.map(|b| Datum::binary(b.to_vec())),
         )
+    }
+
+    #[test]
+    fn byte_bounds_where_prefix_keys_tie() {
+        // Zero bytes and zero padding give equal keys: the full comparison decides.
+        assert_eq!(
+            binary_bounds(&[&[0x01, 0x00], &[0x01], &[0x01, 0x00, 0x00]], "full"),
+            bins(Some(&[0x01]), Some(&[0x01, 0x00, 0x00]))
+        );
+        // Values that share their first 16 bytes differ only after them.
+        let long = |last: u8| {
+            let mut v = vec![0x41; 16];
+            v.extend([last, 0x00]);
+            v
+        };
+        let (a, b, c) = (long(0x02), long(0x01), long(0x03));
+        assert_eq!(
+            binary_bounds(&[&a, &b, &c, &a], "full"),
+            bins(Some(&b), Some(&c))
+        );
+        // Many values over a small alphabet (ties everywhere), in batches: the bounds are the
+        // plain minimum and maximum.
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize
+        };
+        let values: Vec<Vec<u8>> = (0..2_000)
+            .map(|_| {
+                let len = next() % 20;
+                (0..len).map(|_| [0x00, 0x01, 0xFF][next() % 3]).collect()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+        let lo = refs.iter().min().copied();
+        let hi = refs.iter().max().copied();
+        assert_eq!(binary_bounds(&refs, "full"), bins(lo, hi));
     }
 
     #[test]

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch, StructArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StructArray, UInt32Array};
 use arrow::compute::{cast, take_record_batch};
-use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, Date32Type, Int32Type, Int64Type, SchemaRef, TimeUnit};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::ScalarValue;
 use hashbrown::HashMap;
@@ -152,16 +152,16 @@ struct Grouping {
 }
 
 impl Grouping {
-    fn of(rows: &Rows) -> Self {
-        let mut groups: HashMap<&[u8], u32> = HashMap::new();
+    /// The groups of `keys`, one key per row.
+    fn of<K: Copy + Eq + std::hash::Hash>(keys: impl ExactSizeIterator<Item = K>) -> Self {
+        let mut groups: HashMap<K, u32> = HashMap::new();
         let mut grouping = Self {
-            of_row: Vec::with_capacity(rows.num_rows()),
+            of_row: Vec::with_capacity(keys.len()),
             firsts: Vec::new(),
             counts: Vec::new(),
         };
-        let mut previous: Option<(&[u8], u32)> = None;
-        for (i, row) in rows.iter().enumerate() {
-            let key = row.data();
+        let mut previous: Option<(K, u32)> = None;
+        for (i, key) in keys.enumerate() {
             let group = match previous {
                 Some((last, group)) if last == key => group,
                 _ => *groups.entry(key).or_insert_with(|| {
@@ -194,6 +194,63 @@ impl Grouping {
             *at += 1;
         }
         (offsets, order)
+    }
+}
+
+/// The partition key of each row of a batch.
+enum GroupKeys {
+    /// A single transform with integer values (`bucket`, `truncate` of an integer, the time
+    /// transforms, `identity` of an int, long or date): the values themselves, grouped without
+    /// a row encoding.
+    Integers(Vec<Option<i64>>),
+    /// Any other spec: the transformed values' Arrow row encoding.
+    Rows(Rows),
+}
+
+impl GroupKeys {
+    fn of(transformed: &[ArrayRef]) -> Result<Self> {
+        if let [array] = transformed {
+            let integers: Option<Vec<Option<i64>>> = match array.data_type() {
+                DataType::Int32 => array
+                    .as_primitive_opt::<Int32Type>()
+                    .map(|a| a.iter().map(|v| v.map(i64::from)).collect()),
+                DataType::Date32 => array
+                    .as_primitive_opt::<Date32Type>()
+                    .map(|a| a.iter().map(|v| v.map(i64::from)).collect()),
+                DataType::Int64 => array
+                    .as_primitive_opt::<Int64Type>()
+                    .map(|a| a.iter().collect()),
+                _ => None,
+            };
+            if let Some(integers) = integers {
+                return Ok(Self::Integers(integers));
+            }
+        }
+        let converter = RowConverter::new(
+            transformed
+                .iter()
+                .map(|a| SortField::new(a.data_type().clone()))
+                .collect(),
+        )?;
+        Ok(Self::Rows(converter.convert_columns(transformed)?))
+    }
+
+    fn grouping(&self) -> Grouping {
+        match self {
+            Self::Integers(values) => Grouping::of(values.iter().copied()),
+            Self::Rows(rows) => Grouping::of(rows.iter().map(|row| row.data())),
+        }
+    }
+
+    /// Bytes equal for rows of equal keys (within one write: one spec, one kind of key).
+    fn bytes(&self, row: usize) -> Vec<u8> {
+        match self {
+            Self::Integers(values) => match values[row] {
+                None => vec![0],
+                Some(v) => std::iter::once(1).chain(v.to_be_bytes()).collect(),
+            },
+            Self::Rows(rows) => rows.row(row).data().to_vec(),
+        }
     }
 }
 
@@ -245,14 +302,8 @@ impl Partitioner {
             .iter()
             .map(|f| f.apply(batch))
             .collect::<Result<Vec<_>>>()?;
-        let converter = RowConverter::new(
-            transformed
-                .iter()
-                .map(|a| SortField::new(a.data_type().clone()))
-                .collect(),
-        )?;
-        let rows = converter.convert_columns(&transformed)?;
-        let grouping = Grouping::of(&rows);
+        let keys = GroupKeys::of(&transformed)?;
+        let grouping = keys.grouping();
         let values_at = |row: usize| -> Result<Struct> {
             let values = self
                 .fields
@@ -266,7 +317,7 @@ impl Partitioner {
         };
         if grouping.firsts.len() == 1 {
             return Ok(vec![PartitionSlice {
-                key: rows.row(0).data().to_vec(),
+                key: keys.bytes(0),
                 values: values_at(0)?,
                 bytes: batch.get_array_memory_size(),
                 batch: batch.clone(),
@@ -280,7 +331,7 @@ impl Partitioner {
         for (group, &first) in grouping.firsts.iter().enumerate() {
             let len = grouping.counts[group] as usize;
             slices.push(PartitionSlice {
-                key: rows.row(first).data().to_vec(),
+                key: keys.bytes(first),
                 values: values_at(first)?,
                 bytes: (reordered_bytes * len).div_ceil(total),
                 batch: reordered.slice(offsets[group], len),
@@ -409,6 +460,62 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn null_integer_keys_form_their_own_partition() {
+        let schema = schema();
+        let spec = PartitionSpec::builder(schema.clone())
+            .add_partition_field("ts", "ts_hour", Transform::Hour)
+            .unwrap()
+            .build()
+            .unwrap();
+        let arrow_schema = Arc::new(iceberg_schema_to_arrow(&schema).unwrap());
+        let hour = 3_600_000_000i64;
+        let batch = RecordBatch::try_new(
+            Arc::clone(&arrow_schema),
+            vec![
+                Arc::new(Int64Array::from(vec![1, 2, 3, 4, 5])),
+                Arc::new(StringArray::from(vec![Some("a"); 5])),
+                Arc::new(
+                    TimestampMicrosecondArray::from(vec![
+                        Some(hour),
+                        None,
+                        Some(hour + 1),
+                        Some(-1),
+                        None,
+                    ])
+                    .with_timezone_opt(None::<String>),
+                ),
+            ],
+        )
+        .unwrap();
+        let partitioner = Partitioner::new(&schema, &spec, &arrow_schema).unwrap();
+        let slices = partitioner.split(&batch).unwrap();
+        let got: Vec<(Option<Literal>, Vec<i64>)> = slices
+            .iter()
+            .map(|s| {
+                let ids = s
+                    .batch
+                    .column(0)
+                    .as_primitive::<arrow::datatypes::Int64Type>();
+                (
+                    s.values.iter().next().unwrap().cloned(),
+                    ids.values().to_vec(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Some(Literal::int(1)), vec![1, 3]),
+                (None, vec![2, 5]),
+                (Some(Literal::int(-1)), vec![4]),
+            ]
+        );
+        // Distinct keys for distinct partitions, the null one included.
+        let keys: std::collections::HashSet<&Vec<u8>> = slices.iter().map(|s| &s.key).collect();
+        assert_eq!(keys.len(), 3);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //!
 //! Each partition field's source column (found by field id, inside structs too) goes through
 //! the `iceberg` crate's transform function for arrays; rows are grouped by the transformed
-//! values (their Arrow row encoding is the group key), and each group becomes one batch with
-//! its partition tuple as an Iceberg `Struct`.
+//! values (the values themselves for a single integer-valued transform, their Arrow row
+//! encoding otherwise), and each group becomes one batch with its partition tuple as an
+//! Iceberg `Struct`.
 
 use std::sync::Arc;
 
@@ -279,12 +280,13 @@ impl Partitioner {
 
     /// The rows of `batch` grouped by partition, in the order each partition first appears.
     ///
-    /// The rows are grouped by their transformed values (a fast hash of their row encoding,
-    /// with a shortcut for a row whose key equals the row before it: clustered input), then the
+    /// The rows are grouped by their transformed values (a fast hash of the values, or of their
+    /// row encoding, with a shortcut for a row whose key equals the row before it: clustered
+    /// input), then the
     /// batch is reordered partition by partition with one `take` and each partition's rows are
     /// a zero-copy slice of that reordered batch. A slice therefore keeps the whole reordered
     /// batch's buffers alive: [`PartitionSlice::bytes`] is its share of them, and a writer that
-    /// keeps slices must not keep them for long (see `RollingFileWriter::flush_if_older`).
+    /// keeps slices must not keep them for long (see `RollingFileWriter::flush_if_kept_since`).
     pub fn split(&self, batch: &RecordBatch) -> Result<Vec<PartitionSlice>> {
         if self.fields.is_empty() {
             return Ok(vec![PartitionSlice {

@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::str::FromStr;
 
-use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, ArrowNativeTypeOp, AsArray, PrimitiveArray, RecordBatch};
 use arrow::buffer::{NullBuffer, ScalarBuffer};
 use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int32Type,
@@ -644,6 +644,32 @@ fn range<T: ArrowPrimitiveType>(
     Some((arrow::compute::min(&array)?, arrow::compute::max(&array)?))
 }
 
+/// One batch of a float column: widens `bounds` (when the column records them) by its values
+/// other than NaN, in `Float.compare` order (−0.0 < 0.0), and returns how many NaNs it holds.
+fn update_float<T: ArrowPrimitiveType>(
+    values: &PrimitiveArray<T>,
+    nulls: Option<&NullBuffer>,
+    bounds: Option<&mut Option<(T::Native, T::Native)>>,
+    is_nan: impl Fn(T::Native) -> bool,
+) -> u64 {
+    let nans = count_valid(values.values(), nulls, &is_nan);
+    let Some(bounds) = bounds else {
+        return nans;
+    };
+    // Arrow's order of floats is the total order: `Float.compare` for everything but NaN.
+    let less = |x: &T::Native, y: &T::Native| x.is_lt(*y);
+    if nans == 0 {
+        widen_range(bounds, range::<T>(values.values(), nulls), less);
+    } else {
+        for v in valid(values.len(), nulls).map(|i| values.value(i)) {
+            if !is_nan(v) {
+                widen(bounds, v, less);
+            }
+        }
+    }
+    nans
+}
+
 /// How many of the valid `values` satisfy `test`.
 fn count_valid<T: Copy>(values: &[T], nulls: Option<&NullBuffer>, test: impl Fn(T) -> bool) -> u64 {
     match nulls {
@@ -656,8 +682,11 @@ fn count_valid<T: Copy>(values: &[T], nulls: Option<&NullBuffer>, test: impl Fn(
 /// [`prefix_key`]: most comparisons are decided by the keys, without a `memcmp` call.
 #[derive(Default)]
 struct BytesRange<'a> {
-    bounds: Option<((&'a [u8], u128), (&'a [u8], u128))>,
+    bounds: Option<(Keyed<'a>, Keyed<'a>)>,
 }
+
+/// A byte string with its [`prefix_key`].
+type Keyed<'a> = (&'a [u8], u128);
 
 impl<'a> BytesRange<'a> {
     fn add(&mut self, v: &'a [u8]) {
@@ -766,37 +795,19 @@ impl Leaf {
             // Floats count NaNs even without bounds (counts mode).
             (acc, PrimitiveType::Float) => {
                 let values = array.as_primitive_opt::<Float32Type>().ok_or_else(err)?;
-                let nans = count_valid(values.values(), nulls, |v| v.is_nan());
-                self.nan_count += nans;
-                if let Acc::Float(b) = acc {
-                    let less = |x: &f32, y: &f32| x.total_cmp(y).is_lt();
-                    if nans == 0 {
-                        widen_range(b, range::<Float32Type>(values.values(), nulls), less);
-                    } else {
-                        for v in valid(len, nulls).map(|i| values.value(i)) {
-                            if !v.is_nan() {
-                                widen(b, v, less);
-                            }
-                        }
-                    }
-                }
+                let bounds = match acc {
+                    Acc::Float(b) => Some(b),
+                    _ => None,
+                };
+                self.nan_count += update_float(values, nulls, bounds, f32::is_nan);
             }
             (acc, PrimitiveType::Double) => {
                 let values = array.as_primitive_opt::<Float64Type>().ok_or_else(err)?;
-                let nans = count_valid(values.values(), nulls, |v| v.is_nan());
-                self.nan_count += nans;
-                if let Acc::Double(b) = acc {
-                    let less = |x: &f64, y: &f64| x.total_cmp(y).is_lt();
-                    if nans == 0 {
-                        widen_range(b, range::<Float64Type>(values.values(), nulls), less);
-                    } else {
-                        for v in valid(len, nulls).map(|i| values.value(i)) {
-                            if !v.is_nan() {
-                                widen(b, v, less);
-                            }
-                        }
-                    }
-                }
+                let bounds = match acc {
+                    Acc::Double(b) => Some(b),
+                    _ => None,
+                };
+                self.nan_count += update_float(values, nulls, bounds, f64::is_nan);
             }
             (Acc::Skip, _) => {}
             (Acc::Bool(b), _) => {

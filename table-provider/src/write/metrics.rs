@@ -639,9 +639,9 @@ fn widen_range<T: Copy>(
 fn range<T: ArrowPrimitiveType>(
     values: &ScalarBuffer<T::Native>,
     nulls: Option<&NullBuffer>,
-) -> Option<(T::Native, T::Native)> {
-    let array = PrimitiveArray::<T>::new(values.clone(), nulls.cloned());
-    Some((arrow::compute::min(&array)?, arrow::compute::max(&array)?))
+) -> Result<Option<(T::Native, T::Native)>> {
+    let array = PrimitiveArray::<T>::try_new(values.clone(), nulls.cloned())?;
+    Ok(arrow::compute::min(&array).zip(arrow::compute::max(&array)))
 }
 
 /// One batch of a float column: widens `bounds` (when the column records them) by its values
@@ -651,15 +651,15 @@ fn update_float<T: ArrowPrimitiveType>(
     nulls: Option<&NullBuffer>,
     bounds: Option<&mut Option<(T::Native, T::Native)>>,
     is_nan: impl Fn(T::Native) -> bool,
-) -> u64 {
+) -> Result<u64> {
     let nans = count_valid(values.values(), nulls, &is_nan);
     let Some(bounds) = bounds else {
-        return nans;
+        return Ok(nans);
     };
     // Arrow's order of floats is the total order: `Float.compare` for everything but NaN.
     let less = |x: &T::Native, y: &T::Native| x.is_lt(*y);
     if nans == 0 {
-        widen_range(bounds, range::<T>(values.values(), nulls), less);
+        widen_range(bounds, range::<T>(values.values(), nulls)?, less);
     } else {
         for v in valid(values.len(), nulls).map(|i| values.value(i)) {
             if !is_nan(v) {
@@ -667,7 +667,7 @@ fn update_float<T: ArrowPrimitiveType>(
             }
         }
     }
-    nans
+    Ok(nans)
 }
 
 /// How many of the valid `values` satisfy `test`.
@@ -799,7 +799,7 @@ impl Leaf {
                     Acc::Float(b) => Some(b),
                     _ => None,
                 };
-                self.nan_count += update_float(values, nulls, bounds, f32::is_nan);
+                self.nan_count += update_float(values, nulls, bounds, f32::is_nan)?;
             }
             (acc, PrimitiveType::Double) => {
                 let values = array.as_primitive_opt::<Float64Type>().ok_or_else(err)?;
@@ -807,7 +807,7 @@ impl Leaf {
                     Acc::Double(b) => Some(b),
                     _ => None,
                 };
-                self.nan_count += update_float(values, nulls, bounds, f64::is_nan);
+                self.nan_count += update_float(values, nulls, bounds, f64::is_nan)?;
             }
             (Acc::Skip, _) => {}
             (Acc::Bool(b), _) => {
@@ -824,7 +824,7 @@ impl Leaf {
                     _ => array.as_primitive_opt::<Int32Type>().map(|a| a.values()),
                 }
                 .ok_or_else(err)?;
-                widen_range(b, range::<Int32Type>(values, nulls), |x, y| x < y);
+                widen_range(b, range::<Int32Type>(values, nulls)?, |x, y| x < y);
             }
             (Acc::Long(b), ty) => {
                 let values = match ty {
@@ -842,13 +842,13 @@ impl Leaf {
                         .map(|a| a.values()),
                 }
                 .ok_or_else(err)?;
-                widen_range(b, range::<Int64Type>(values, nulls), |x, y| x < y);
+                widen_range(b, range::<Int64Type>(values, nulls)?, |x, y| x < y);
             }
             (Acc::Decimal(b), _) => {
                 let values = array.as_primitive_opt::<Decimal128Type>().ok_or_else(err)?;
                 widen_range(
                     b,
-                    range::<Decimal128Type>(values.values(), nulls),
+                    range::<Decimal128Type>(values.values(), nulls)?,
                     |x, y| x < y,
                 );
             }
@@ -1904,8 +1904,8 @@ mod tests {
             binary_bounds(&[&a, &b, &c, &a], "full"),
             bins(Some(&b), Some(&c))
         );
-        // Many values over a small alphabet (ties everywhere), in batches: the bounds are the
-        // plain minimum and maximum.
+        // Many values over a small alphabet (ties everywhere): the bounds are the plain minimum
+        // and maximum.
         let mut seed = 7u64;
         let mut next = move || {
             seed = seed

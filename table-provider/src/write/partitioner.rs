@@ -378,19 +378,43 @@ mod tests {
             .unwrap()
     }
 
-    #[test]
-    fn rows_group_by_their_transformed_values() {
+    /// A partitioner of [`schema`] by `fields` (source column, name, transform), and the
+    /// Arrow schema of its batches.
+    fn partitioner(fields: &[(&str, &str, Transform)]) -> (Partitioner, SchemaRef) {
         let schema = schema();
-        let spec = PartitionSpec::builder(schema.clone())
-            .add_partition_field("s", "s", Transform::Identity)
-            .unwrap()
-            .add_partition_field("ts", "ts_day", Transform::Day)
-            .unwrap()
-            .add_partition_field("id", "id_trunc", Transform::Truncate(10))
-            .unwrap()
+        let spec = fields
+            .iter()
+            .fold(
+                PartitionSpec::builder(schema.clone()),
+                |spec, (source, name, transform)| {
+                    spec.add_partition_field(*source, *name, *transform)
+                        .unwrap()
+                },
+            )
             .build()
             .unwrap();
         let arrow_schema = Arc::new(iceberg_schema_to_arrow(&schema).unwrap());
+        let partitioner = Partitioner::new(&schema, &spec, &arrow_schema).unwrap();
+        (partitioner, arrow_schema)
+    }
+
+    /// The `id` column of a slice.
+    fn ids_of(slice: &PartitionSlice) -> Vec<i64> {
+        slice
+            .batch
+            .column(0)
+            .as_primitive::<Int64Type>()
+            .values()
+            .to_vec()
+    }
+
+    #[test]
+    fn rows_group_by_their_transformed_values() {
+        let (partitioner, arrow_schema) = partitioner(&[
+            ("s", "s", Transform::Identity),
+            ("ts", "ts_day", Transform::Day),
+            ("id", "id_trunc", Transform::Truncate(10)),
+        ]);
         let day = 86_400_000_000i64;
         let batch = RecordBatch::try_new(
             Arc::clone(&arrow_schema),
@@ -410,22 +434,10 @@ mod tests {
             ],
         )
         .unwrap();
-        let partitioner = Partitioner::new(&schema, &spec, &arrow_schema).unwrap();
         let slices = partitioner.split(&batch).unwrap();
         let summary: Vec<(Vec<Option<Literal>>, Vec<i64>)> = slices
             .iter()
-            .map(|s| {
-                let ids = s
-                    .batch
-                    .column(0)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap();
-                (
-                    s.values.iter().map(|v| v.cloned()).collect(),
-                    ids.values().to_vec(),
-                )
-            })
+            .map(|s| (s.values.iter().map(|v| v.cloned()).collect(), ids_of(s)))
             .collect();
         let string = |v: &str| Some(Literal::string(v));
         assert_eq!(
@@ -466,13 +478,7 @@ mod tests {
 
     #[test]
     fn null_integer_keys_form_their_own_partition() {
-        let schema = schema();
-        let spec = PartitionSpec::builder(schema.clone())
-            .add_partition_field("ts", "ts_hour", Transform::Hour)
-            .unwrap()
-            .build()
-            .unwrap();
-        let arrow_schema = Arc::new(iceberg_schema_to_arrow(&schema).unwrap());
+        let (partitioner, arrow_schema) = partitioner(&[("ts", "ts_hour", Transform::Hour)]);
         let hour = 3_600_000_000i64;
         let batch = RecordBatch::try_new(
             Arc::clone(&arrow_schema),
@@ -492,20 +498,10 @@ mod tests {
             ],
         )
         .unwrap();
-        let partitioner = Partitioner::new(&schema, &spec, &arrow_schema).unwrap();
         let slices = partitioner.split(&batch).unwrap();
         let got: Vec<(Option<Literal>, Vec<i64>)> = slices
             .iter()
-            .map(|s| {
-                let ids = s
-                    .batch
-                    .column(0)
-                    .as_primitive::<arrow::datatypes::Int64Type>();
-                (
-                    s.values.iter().next().unwrap().cloned(),
-                    ids.values().to_vec(),
-                )
-            })
+            .map(|s| (s.values.iter().next().unwrap().cloned(), ids_of(s)))
             .collect();
         assert_eq!(
             got,
@@ -522,10 +518,7 @@ mod tests {
 
     #[test]
     fn unpartitioned_tables_take_whole_batches() {
-        let schema = schema();
-        let arrow_schema = Arc::new(iceberg_schema_to_arrow(&schema).unwrap());
-        let spec = PartitionSpec::builder(schema.clone()).build().unwrap();
-        let partitioner = Partitioner::new(&schema, &spec, &arrow_schema).unwrap();
+        let (partitioner, arrow_schema) = partitioner(&[]);
         assert!(partitioner.is_unpartitioned());
         let batch = RecordBatch::new_empty(Arc::clone(&arrow_schema));
         let slices = partitioner.split(&batch).unwrap();
@@ -535,13 +528,8 @@ mod tests {
 
     #[test]
     fn interleaved_rows_become_slices_of_one_reordered_batch() {
-        let schema = schema();
-        let spec = PartitionSpec::builder(schema.clone())
-            .add_partition_field("id", "id_bucket", Transform::Truncate(3))
-            .unwrap()
-            .build()
-            .unwrap();
-        let arrow_schema = Arc::new(iceberg_schema_to_arrow(&schema).unwrap());
+        let (partitioner, arrow_schema) =
+            partitioner(&[("id", "id_bucket", Transform::Truncate(3))]);
         // ids 0..30 in the order 0, 3, 6, ..., 27, 1, 4, ...: partitions of truncate(3) change
         // on every row, and runs of equal keys (0, 1, 2 -> 0) come from the shortcut too.
         let ids: Vec<i64> = (0..3)
@@ -562,26 +550,14 @@ mod tests {
             ],
         )
         .unwrap();
-        let partitioner = Partitioner::new(&schema, &spec, &arrow_schema).unwrap();
         let slices = partitioner.split(&batch).unwrap();
         let got: Vec<(Option<Literal>, Vec<i64>, Vec<String>)> = slices
             .iter()
             .map(|s| {
-                let ids = s
-                    .batch
-                    .column(0)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap();
-                let names = s
-                    .batch
-                    .column(1)
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .unwrap();
+                let names = s.batch.column(1).as_string::<i32>();
                 (
                     s.values.iter().next().unwrap().cloned(),
-                    ids.values().to_vec(),
+                    ids_of(s),
                     names.iter().map(|n| n.unwrap().to_string()).collect(),
                 )
             })

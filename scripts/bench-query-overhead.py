@@ -12,6 +12,8 @@ warm-ups then `--queries` timed executions (execute + fetch, checked):
 
 - `SELECT 1`;
 - `SELECT count(*) FROM plain` (5,000,000);
+- the same `count(*)` with its text alternating between two spellings, as when a cursor cycles
+  through queries: the driver then creates and closes a prepared statement per query;
 - a point query `SELECT * FROM plain WHERE l_orderkey = <k>`, k random among the table's
   orders (4 rows each: one file of 8 by its metrics, one page by the page index).
 
@@ -46,6 +48,10 @@ def queries(rows):
     return {
         "SELECT 1": (lambda i: "SELECT 1", lambda t: first(t) == 1),
         "count(*)": (lambda i: "SELECT count(*) FROM plain", lambda t: first(t) == rows),
+        # A new text each time, as when a cursor cycles through queries (bench-vs-duckdb.py):
+        # ADBC then prepares and closes a statement per query (four RPCs, not two).
+        "count(*) alternating": (lambda i: "SELECT count(*) FROM plain" + ("" if i % 2 else " -- again"),
+                                 lambda t: first(t) == rows),
         "point": (lambda i: f"SELECT * FROM plain WHERE l_orderkey = {random.Random(i).randrange(1, keys + 1)}",
                   lambda t: t.num_rows == 4),
     }

@@ -13,8 +13,8 @@
 //!   which covers whole row groups); the reader gets the resulting row selection and no
 //!   predicate, so the positions of the rows it emits are known.
 //!
-//! The next run is prepared (delete files loaded, footer fetched) while the current one
-//! streams. Equality deletes are applied last, to every batch, once the scan's equality sets
+//! The next runs are prepared (delete files loaded and decoded, footer fetched) on tasks of
+//! their own while the current one streams, so that their reads and decoding overlap it. Equality deletes are applied last, to every batch, once the scan's equality sets
 //! are built — except in files whose equality-deleted positions are cached (applied with the
 //! positional deletes of their run) or being recorded (a positional run with no filter probes
 //! its batches itself and, once it reaches its end, hands the deleted positions of the row
@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch, RecordBatchOptions, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::parquet::{
@@ -154,7 +155,16 @@ pub(crate) fn partition_stream(
                 Arc::clone(&ctx),
                 metrics.clone(),
             );
-            async move { open_run(run, &spec, &filtered, ctx, partition, &metrics).await }
+            // Spawned: `try_flatten` polls the next runs only once the current one has ended,
+            // so a run prepared ahead progresses on its own task, on another thread.
+            let task = SpawnedTask::spawn(async move {
+                open_run(run, &spec, &filtered, ctx, partition, &metrics).await
+            });
+            async move {
+                task.join()
+                    .await
+                    .map_err(|e| DataFusionError::ExecutionJoin(Box::new(e)))?
+            }
         })
         .buffered(RUNS_AHEAD)
         .try_flatten();

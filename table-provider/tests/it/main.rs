@@ -41,6 +41,7 @@ mod rest_vended_credentials;
 mod rewrite;
 mod row_level_concurrency;
 mod row_lineage;
+mod run_prefetch;
 mod spark_on_s3;
 mod spark_tables;
 mod table_changes;

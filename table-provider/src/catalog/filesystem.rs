@@ -162,7 +162,11 @@ impl FileSystemCatalog {
 
     /// Names of the sub-directories of `dir` (hidden ones skipped).
     async fn subdirs(&self, dir: &Path) -> Result<Vec<String>> {
-        let listing = self.store.list_with_delimiter(Some(dir)).await?;
+        let listing = self
+            .store
+            .list_with_delimiter(Some(dir))
+            .await
+            .map_err(|e| self.failed(dir, e))?;
         let mut names: Vec<String> = listing
             .common_prefixes
             .iter()
@@ -236,10 +240,11 @@ impl FileSystemCatalog {
     /// The first version hint of `metadata_dir`, if there is one.
     async fn read_hint(&self, metadata_dir: &Path) -> Result<Option<Hint>> {
         for hint in VERSION_HINTS {
-            let text = match self.store.get(&metadata_dir.clone().join(hint)).await {
-                Ok(found) => found.bytes().await?,
+            let path = metadata_dir.clone().join(hint);
+            let text = match self.store.get(&path).await {
+                Ok(found) => found.bytes().await.map_err(|e| self.failed(&path, e))?,
                 Err(object_store::Error::NotFound { .. }) => continue,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(self.failed(&path, e)),
             };
             let text = String::from_utf8_lossy(&text).trim().to_string();
             return Ok(Some(match text.parse::<i64>() {
@@ -270,11 +275,16 @@ impl FileSystemCatalog {
         Ok(None)
     }
 
+    /// An object-store failure on `path`, naming the object (`io::store_failure`).
+    fn failed(&self, path: &Path, e: object_store::Error) -> Error {
+        crate::io::store_failure(&format!("{}/{path}", self.store_prefix), e)
+    }
+
     async fn exists(&self, path: &Path) -> Result<bool> {
         match self.store.head(path).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(self.failed(path, e)),
         }
     }
 
@@ -285,9 +295,11 @@ impl FileSystemCatalog {
             return Ok(self.exists(path).await?.then_some(None));
         }
         match self.store.get(path).await {
-            Ok(found) => Ok(Some(Some(found.bytes().await?))),
+            Ok(found) => Ok(Some(Some(
+                found.bytes().await.map_err(|e| self.failed(path, e))?,
+            ))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(self.failed(path, e)),
         }
     }
 
@@ -354,7 +366,7 @@ impl FileSystemCatalog {
         let listing = match self.store.list_with_delimiter(Some(metadata_dir)).await {
             Ok(listing) => listing,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(self.failed(metadata_dir, e)),
         };
         let files: Vec<&Path> = listing.objects.iter().map(|o| &o.location).collect();
         for hint in VERSION_HINTS {
@@ -362,7 +374,14 @@ impl FileSystemCatalog {
                 continue;
             }
             let hint_path = metadata_dir.clone().join(hint);
-            let text = self.store.get(&hint_path).await?.bytes().await?;
+            let text = self
+                .store
+                .get(&hint_path)
+                .await
+                .map_err(|e| self.failed(&hint_path, e))?
+                .bytes()
+                .await
+                .map_err(|e| self.failed(&hint_path, e))?;
             let text = String::from_utf8_lossy(&text).trim().to_string();
             if let Ok(version) = text.parse::<i64>() {
                 let by_version: HashMap<i64, &Path> = files
@@ -597,7 +616,11 @@ impl Catalog for FileSystemCatalog {
         let Ok(dir) = self.dir_of(namespace.levels()) else {
             return Ok(false);
         };
-        let listing = self.store.list_with_delimiter(Some(&dir)).await?;
+        let listing = self
+            .store
+            .list_with_delimiter(Some(&dir))
+            .await
+            .map_err(|e| self.failed(&dir, e))?;
         if listing.objects.is_empty() && listing.common_prefixes.is_empty() {
             return Ok(false);
         }
@@ -669,7 +692,10 @@ impl Catalog for FileSystemCatalog {
             )));
         }
         let marker = child_path(&dir, NAMESPACE_MARKER)?;
-        self.store.put(&marker, PutPayload::default()).await?;
+        self.store
+            .put(&marker, PutPayload::default())
+            .await
+            .map_err(|e| self.failed(&marker, e))?;
         Ok(())
     }
 
@@ -681,7 +707,11 @@ impl Catalog for FileSystemCatalog {
             )));
         }
         let dir = self.dir_of(namespace.levels())?;
-        let listing = self.store.list_with_delimiter(Some(&dir)).await?;
+        let listing = self
+            .store
+            .list_with_delimiter(Some(&dir))
+            .await
+            .map_err(|e| self.failed(&dir, e))?;
         let mut remaining = Vec::new();
         for child in &listing.common_prefixes {
             let name = child.filename().unwrap_or_default();
@@ -706,13 +736,10 @@ impl Catalog for FileSystemCatalog {
                 remaining: remaining.join(", "),
             });
         }
-        match self
-            .store
-            .delete(&child_path(&dir, NAMESPACE_MARKER)?)
-            .await
-        {
+        let marker = child_path(&dir, NAMESPACE_MARKER)?;
+        match self.store.delete(&marker).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(self.failed(&marker, e)),
         }
         self.remove_empty_dirs(&dir).await;
         Ok(())
@@ -758,7 +785,7 @@ impl Catalog for FileSystemCatalog {
                     self.root
                 )));
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(self.failed(&path, e)),
         }
         self.write_version_hint(&metadata_dir, 1).await;
         self.known_current.insert(table_dir.clone(), path.clone());
@@ -784,7 +811,11 @@ impl Catalog for FileSystemCatalog {
         let metadata_dir = child_path(&table_dir, "metadata")?;
         // The metadata files first, oldest first, so that until the table is gone it loads at
         // its current version (never at an older one); then everything else.
-        let listing = self.store.list_with_delimiter(Some(&metadata_dir)).await?;
+        let listing = self
+            .store
+            .list_with_delimiter(Some(&metadata_dir))
+            .await
+            .map_err(|e| self.failed(&metadata_dir, e))?;
         let mut versions: Vec<(i64, &Path)> = listing
             .objects
             .iter()
@@ -799,7 +830,7 @@ impl Catalog for FileSystemCatalog {
         for (_, path) in versions {
             match self.store.delete(path).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(self.failed(path, e)),
             }
         }
         self.known_current.invalidate(&table_dir);
@@ -853,7 +884,7 @@ impl Catalog for FileSystemCatalog {
             Err(e) => {
                 // Did the exclusive create happen before the failure? Look.
                 match self.store.get(&path).await {
-                    Err(object_store::Error::NotFound { .. }) => return Err(e.into()),
+                    Err(object_store::Error::NotFound { .. }) => return Err(self.failed(&path, e)),
                     Ok(found) => match found.bytes().await {
                         Ok(found) if found.as_ref() == bytes.as_slice() => {
                             tracing::warn!("{location}: written despite {e}; committed");

@@ -36,6 +36,20 @@ use request_counts::CountingStore;
 /// How often [`TableIo::create`] tries a create that failed in transit.
 pub const CREATE_ATTEMPTS: u32 = 3;
 
+/// An object-store failure on the object at `location`, naming it: the store's own message
+/// for a dropped connection or a cut response body ("request or response body error") names
+/// neither the bucket nor the path. Only the message changes: the kind (not found, already
+/// exists, a store failure) still decides what callers and clients make of it.
+pub(crate) fn store_failure(location: &str, e: object_store::Error) -> Error {
+    Error::ObjectStore(match e {
+        object_store::Error::Generic { store, source } => object_store::Error::Generic {
+            store,
+            source: format!("{location}: {source}").into(),
+        },
+        other => other,
+    })
+}
+
 /// Writes `bytes` at `path` only if nothing is there (an atomic exclusive create: the local
 /// store hard-links a staged file; object stores use a conditional put).
 ///
@@ -278,7 +292,14 @@ impl TableIo {
     /// Reads a whole file.
     pub async fn read(&self, logical: &str) -> Result<Bytes> {
         let (store, _, path) = self.resolve(logical)?;
-        Ok(store.get(&path).await?.bytes().await?)
+        let failed = |e| store_failure(logical, e);
+        store
+            .get(&path)
+            .await
+            .map_err(failed)?
+            .bytes()
+            .await
+            .map_err(failed)
     }
 
     /// Writes a whole new file (replacing nothing: a file of that name must not exist).
@@ -304,7 +325,7 @@ impl TableIo {
                     tokio::time::sleep(std::time::Duration::from_millis(100 << attempt)).await;
                     attempt += 1;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(store_failure(logical, e)),
             }
         }
     }
@@ -314,13 +335,49 @@ impl TableIo {
         let (store, _, path) = self.resolve(logical)?;
         match store.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(store_failure(logical, e)),
         }
     }
 
     /// Reads a byte range of a file.
     pub async fn read_range(&self, logical: &str, range: Range<u64>) -> Result<Bytes> {
         let (store, _, path) = self.resolve(logical)?;
-        Ok(store.get_range(&path, range).await?)
+        store
+            .get_range(&path, range)
+            .await
+            .map_err(|e| store_failure(logical, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_failures_name_the_object_and_keep_their_kind() {
+        let location = "s3://faults/warehouse/db/c/metadata/version-hint.text";
+        let cut = object_store::Error::Generic {
+            store: "S3",
+            source: "HTTP error: request or response body error".into(),
+        };
+        let named = store_failure(location, cut);
+        assert!(matches!(
+            &named,
+            Error::ObjectStore(object_store::Error::Generic { store: "S3", .. })
+        ));
+        assert_eq!(
+            named.to_string(),
+            format!(
+                "object store: Generic S3 error: {location}: HTTP error: request or response body error"
+            )
+        );
+        let missing = object_store::Error::NotFound {
+            path: "warehouse/x".into(),
+            source: "gone".into(),
+        };
+        assert!(matches!(
+            store_failure(location, missing),
+            Error::ObjectStore(object_store::Error::NotFound { .. })
+        ));
     }
 }

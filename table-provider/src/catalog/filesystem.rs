@@ -277,7 +277,7 @@ impl FileSystemCatalog {
 
     /// An object-store failure on `path`, naming the object (`io::store_failure`).
     fn failed(&self, path: &Path, e: object_store::Error) -> Error {
-        crate::io::store_failure(&format!("{}/{path}", self.store_prefix), e)
+        crate::io::store_failure(&self.url_of(path), e)
     }
 
     async fn exists(&self, path: &Path) -> Result<bool> {

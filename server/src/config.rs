@@ -15,6 +15,7 @@
 //! default_schema = "db"
 //! memory_limit = "8GiB"        # all queries together (default: 60% of the machine's)
 //! query_memory_limit = "2GiB"  # one query (default: a quarter of memory_limit)
+//! column_cache = "1GiB"        # decoded columns kept across queries (default: memory_limit / 8)
 //! max_concurrent_queries = 16
 //! target_partitions = 4
 //! read_only = false            # true: queries only, every INSERT refused
@@ -208,6 +209,11 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_QUERY_MEMORY_LIMIT")]
     pub query_memory_limit: Option<String>,
 
+    /// Decoded columns of data files kept across queries, e.g. `1GiB` (0: none), on top of
+    /// `--memory-limit` [default: an eighth of the server pool].
+    #[arg(long, env = "PETREL_COLUMN_CACHE")]
+    pub column_cache: Option<String>,
+
     /// Parameter rows one execution may bind (a larger batch is refused with
     /// RESOURCE_EXHAUSTED) [default: 10000].
     #[arg(long, env = "PETREL_MAX_PARAMETER_ROWS")]
@@ -281,6 +287,8 @@ pub struct FileConfig {
     pub memory_limit: Option<String>,
     /// Per-query memory limit (`2GiB`).
     pub query_memory_limit: Option<String>,
+    /// Decoded-column cache (`1GiB`, `0`: none).
+    pub column_cache: Option<String>,
     /// Parameter rows per execution.
     pub max_parameter_rows: Option<usize>,
     /// Concurrent query limit.
@@ -576,6 +584,8 @@ pub struct ServerConfig {
     pub memory_limit: Option<usize>,
     /// Per-query memory limit in bytes (None: a quarter of the server pool; capped at it).
     pub query_memory_limit: Option<usize>,
+    /// Decoded-column cache in bytes (None: an eighth of the server pool; 0: none).
+    pub column_cache: Option<usize>,
     /// Parameter rows one execution may bind.
     pub max_parameter_rows: usize,
     /// Concurrent queries.
@@ -648,6 +658,12 @@ data_dir = "petrel-warehouse"
 # its own. Default: a quarter of memory_limit. A query over it fails with RESOURCE_EXHAUSTED
 # (spilling operators spill first); the server keeps serving.
 # query_memory_limit = "2GiB"
+
+# Decoded columns of data files kept across queries (PETREL_COLUMN_CACHE), on top of
+# memory_limit: a scan that reads every row of files without deletes takes their columns from
+# here instead of decompressing and decoding them again. "0": none. Default: an eighth of
+# memory_limit.
+# column_cache = "1GiB"
 
 # Parameter rows one execution may bind (PETREL_MAX_PARAMETER_ROWS); a larger batch is
 # refused with RESOURCE_EXHAUSTED.
@@ -833,6 +849,10 @@ impl ServeArgs {
             },
             None => None,
         };
+        let column_cache = match self.column_cache.clone().or(file.column_cache.clone()) {
+            Some(text) => Some(parse_bytes(&text)?),
+            None => None,
+        };
         let max_parameter_rows = self
             .max_parameter_rows
             .or(file.max_parameter_rows)
@@ -900,6 +920,7 @@ impl ServeArgs {
             tls,
             memory_limit,
             query_memory_limit,
+            column_cache,
             max_parameter_rows,
             max_concurrent_queries,
             queue_timeout_secs: self

@@ -43,8 +43,8 @@ use petrel_table_provider::catalog::Catalog;
 use petrel_table_provider::changes::TableChangesFunction;
 use petrel_table_provider::statements::{is_petrel_write, is_procedure_call, plan_statement};
 use petrel_table_provider::{
-    IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes, PetrelQueryPlanner,
-    RowLevelDml, SignedZeroEquality,
+    ColumnCache, IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes,
+    PetrelQueryPlanner, RowLevelDml, ScanPlanner, SignedZeroEquality,
 };
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tonic::Status;
@@ -92,6 +92,8 @@ pub struct EngineOptions {
     pub read_only: bool,
     /// The Ballista cluster big reads go to (`--engine`; None: every query runs here).
     pub cluster: Option<petrel_distributed::ClusterEngine>,
+    /// Decoded columns kept across queries, shared by every Iceberg catalog (`--column-cache`).
+    pub column_cache: ColumnCache,
 }
 
 impl Default for EngineOptions {
@@ -104,6 +106,7 @@ impl Default for EngineOptions {
             queue_timeout: Duration::from_secs(30),
             read_only: false,
             cluster: None,
+            column_cache: ColumnCache::default(),
         }
     }
 }
@@ -203,7 +206,12 @@ impl QueryEngine {
             .build();
         for (name, source) in &catalogs {
             let provider: Arc<dyn CatalogProvider> = match source {
-                CatalogSource::Iceberg(c) => Arc::new(IcebergCatalogProvider::new(Arc::clone(c))),
+                CatalogSource::Iceberg(c) => Arc::new(IcebergCatalogProvider::with_planner(
+                    Arc::clone(c),
+                    Arc::new(
+                        ScanPlanner::default().with_column_cache(options.column_cache.clone()),
+                    ),
+                )),
                 CatalogSource::DataFusion(p) => Arc::clone(p),
             };
             state

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_flight::flight_service_server::FlightServiceServer;
+use petrel_table_provider::ColumnCache;
 use petrel_table_provider::catalog::{
     CachingCatalog, Catalog, FileSystemCatalog, RestCatalog, RestCatalogConfig, SqlCatalog,
 };
@@ -32,6 +33,8 @@ use crate::tickets::TicketSigner;
 
 /// Largest gRPC message accepted or sent (prepared-statement handles carry bound parameters).
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// The decoded-column cache takes, by default, one byte in this many of the server pool's.
+const DEFAULT_COLUMN_CACHE_SHARE: usize = 8;
 
 /// Opens one configured catalog.
 pub async fn open_catalog(cfg: &CatalogConfig) -> Result<Arc<dyn Catalog>, String> {
@@ -166,16 +169,22 @@ pub async fn build_engine(
         Some(s) => s,
         None => guess_default_schema(&source).await,
     };
+    let memory = ServerMemory::new(cfg.memory_limit, cfg.query_memory_limit);
+    let column_cache = ColumnCache::new(
+        cfg.column_cache
+            .unwrap_or(memory.server_limit() / DEFAULT_COLUMN_CACHE_SHARE) as u64,
+    );
     let engine = QueryEngine::new(
         catalogs,
         EngineOptions {
             target_partitions: cfg.target_partitions,
-            memory: ServerMemory::new(cfg.memory_limit, cfg.query_memory_limit),
+            memory,
             max_parameter_rows: cfg.max_parameter_rows,
             max_concurrent_queries: cfg.max_concurrent_queries,
             queue_timeout: Duration::from_secs(cfg.queue_timeout_secs),
             read_only: cfg.read_only,
             cluster: cfg.engine.clone(),
+            column_cache,
         },
     );
     Ok((

@@ -57,9 +57,9 @@ use crate::plan::{
     SplitSettings, regroup, scan_bytes,
 };
 use crate::scan::{
-    FILE_PATH_COLUMN, FieldIdAdapterFactory, IcebergScanExec, MergeSpec, NamedFileReaderFactory,
-    NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, ScanRecipe, TableRecipe,
-    metadata_statistics, partitioned_file,
+    CachedScan, ColumnSource, FILE_PATH_COLUMN, FieldIdAdapterFactory, IcebergScanExec, MergeSpec,
+    NamedFileReaderFactory, NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, ScanRecipe,
+    TableRecipe, metadata_statistics, partitioned_file,
 };
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 use crate::write::data_file_writer::WriteSettings;
@@ -777,6 +777,27 @@ impl IcebergTableProvider {
                 Some(extra) => inner_columns + extra,
             })
             .collect();
+        // The decoded-column cache serves scans that read every row of their files: no
+        // limit, and no filter but those the planner decided exactly by partition values.
+        let every_row = limit.is_none() && {
+            let filters: Vec<&Expr> = filters.iter().collect();
+            self.supports_filters_pushdown(&filters)?
+                .iter()
+                .all(|f| *f == TableProviderFilterPushDown::Exact)
+        };
+        let column_cache = (every_row && self.planner.column_cache().enabled()).then(|| {
+            let metadata = self.table.metadata();
+            CachedScan {
+                cache: self.planner.column_cache().clone(),
+                source: Arc::new(ColumnSource::new(
+                    metadata.uuid().to_string(),
+                    metadata
+                        .properties()
+                        .get("schema.name-mapping.default")
+                        .map(String::as_str),
+                )),
+            }
+        });
         let merge = (!deletes.is_empty() || positional).then(|| {
             let merge = MergeOnRead::new(
                 table_name.clone(),
@@ -810,17 +831,22 @@ impl IcebergTableProvider {
                 positional,
             }
         });
-        Ok(Arc::new(
-            IcebergScanExec::with_metrics(
-                input,
-                table_name,
-                plan.snapshot_id,
-                plan.metrics.clone(),
-                metrics,
-                merge,
-            )
-            .with_statistics(statistics),
-        ))
+        let without_deletes = merge.is_none();
+        let mut scan = IcebergScanExec::with_metrics(
+            input,
+            table_name,
+            plan.snapshot_id,
+            plan.metrics.clone(),
+            metrics,
+            merge,
+        )
+        .with_statistics(statistics);
+        if let Some(columns) = column_cache
+            && without_deletes
+        {
+            scan = scan.with_column_cache(columns);
+        }
+        Ok(Arc::new(scan))
     }
 }
 

@@ -527,6 +527,7 @@ fn cache_stats(engine: &QueryEngine) -> Vec<(String, CacheStats)> {
         }
     }
     out.push((String::new(), engine.statement_cache_stats()));
+    out.push((String::new(), engine.options().column_cache.stats()));
     let footers = state.runtime_env().cache_manager.get_file_metadata_cache();
     let entries = footers.list_entries();
     out.push((

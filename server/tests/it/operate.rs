@@ -236,6 +236,40 @@ async fn metrics_health_and_logs() {
         );
     }
 
+    // 2b. A whole scan of the plain table: its three files are read, then (same query again)
+    // their columns come from the decoded-column cache.
+    let column_cache = "{cache=\"column\",catalog=\"\"}";
+    let mut scrapes = vec![scrape(&addr)];
+    for _ in 0..2 {
+        // (No ORDER BY: a sort right above the scan is pushed below IcebergScanExec, onto the
+        // Parquet scan itself, and such a scan reads its files as before.)
+        let (mut ids, _) = run_counting(
+            &mut client,
+            server.channel().await,
+            "SELECT id FROM seabirds",
+        )
+        .await;
+        ids.sort_unstable();
+        assert_eq!(ids, (1..=10).collect::<Vec<i64>>());
+        scrapes.push(scrape(&addr));
+    }
+    for (i, pair) in scrapes.windows(2).enumerate() {
+        let d = Delta {
+            before: &pair[0],
+            after: &pair[1],
+        };
+        let cached = i as f64;
+        d.assert(
+            &format!("petrel_cache_hits_total{column_cache}"),
+            3.0 * cached,
+        );
+        d.assert(
+            &format!("petrel_cache_misses_total{column_cache}"),
+            3.0 * (1.0 - cached),
+        );
+    }
+    assert!(value(&scrapes[2], &format!("petrel_cache_entries{column_cache}")) >= 3.0);
+
     // 3. A query naming no table is the user's error, by code.
     let before = scrape(&addr);
     let err = client

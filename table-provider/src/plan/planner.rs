@@ -25,6 +25,7 @@ use crate::catalog::LoadedTable;
 use crate::deletes::DeleteCache;
 use crate::deletes::DeleteFileIndex;
 use crate::error::{Error, Result};
+use crate::scan::ColumnCache;
 use crate::spec::SnapshotSelector;
 
 /// Default split size (Iceberg's `read.split.target-size`).
@@ -91,11 +92,13 @@ impl ScanPlan {
 }
 
 /// Plans scans; holds the caches shared by every scan of its tables: parsed manifests (for
-/// planning) and parsed delete files (for merge-on-read).
+/// planning), parsed delete files (for merge-on-read) and decoded columns (none unless
+/// given one: [`ScanPlanner::with_column_cache`]).
 #[derive(Debug, Clone)]
 pub struct ScanPlanner {
     cache: ManifestCache,
     deletes: DeleteCache,
+    columns: ColumnCache,
     concurrency: usize,
 }
 
@@ -116,8 +119,20 @@ impl ScanPlanner {
         Self {
             cache,
             deletes,
+            columns: ColumnCache::default(),
             concurrency: 64,
         }
+    }
+
+    /// This planner with scans keeping their decoded columns in `columns`.
+    pub fn with_column_cache(mut self, columns: ColumnCache) -> Self {
+        self.columns = columns;
+        self
+    }
+
+    /// The decoded-column cache (disabled unless one was given).
+    pub fn column_cache(&self) -> &ColumnCache {
+        &self.columns
     }
 
     /// The manifest cache.

@@ -13,6 +13,10 @@
 //! null counts, min/max): DataFusion's `AggregateStatistics` then answers `count(*)`,
 //! `count(c)`, `min(c)` and `max(c)` without running the scan.
 //!
+//! Without deletes, a scan that reads every row of its files takes each file's columns from
+//! the decoded-column cache when they are there (`column_cache`), and reads the file as usual
+//! otherwise.
+//!
 //! With deletes, each partition is read by `merge_stream`: files with positional deletes one
 //! by one with their deleted positions skipped or filtered out, then rows matching equality
 //! deletes and the helper columns (equality keys the query did not project, the file index)
@@ -22,6 +26,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use datafusion::common::{DataFusionError, Result as DFResult, Statistics};
 use datafusion::datasource::physical_plan::{FileScanConfig, ParquetSource};
 use datafusion::datasource::source::DataSourceExec;
@@ -34,7 +39,9 @@ use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, PlanProperties};
 use futures::TryStreamExt;
+use futures::stream::BoxStream;
 
+use super::column_cache::{CachedScan, FileCounts};
 use super::leaf_projection::{LeafProjectingReaderFactory, LeafProjection};
 use super::merge_stream::{MergeSpec, partition_stream};
 use super::recipe::ScanRecipe;
@@ -57,6 +64,8 @@ pub struct IcebergScanExec {
     statistics: Option<Arc<Statistics>>,
     /// What this scan was built from, for rebuilding it in another process.
     recipe: Option<Arc<ScanRecipe>>,
+    /// The decoded-column cache, when this scan reads every row of its files.
+    columns: Option<CachedScan>,
 }
 
 impl IcebergScanExec {
@@ -120,7 +129,16 @@ impl IcebergScanExec {
             properties,
             statistics: None,
             recipe: None,
+            columns: None,
         }
+    }
+
+    /// This scan taking its files' columns from `columns` (when it has no deletes; the
+    /// caller vouches that it reads every row of its files: no limit, no filter that is not
+    /// decided by partition values).
+    pub(crate) fn with_column_cache(mut self, columns: CachedScan) -> Self {
+        self.columns = columns.cache.enabled().then_some(columns);
+        self
     }
 
     /// This scan reporting `statistics` (exact, one column statistics per output column;
@@ -184,6 +202,7 @@ impl IcebergScanExec {
         scan.leaves = leaves;
         scan.statistics = self.statistics.clone();
         scan.recipe = self.recipe.clone();
+        scan.columns = self.columns.clone();
         scan
     }
 
@@ -239,6 +258,35 @@ impl IcebergScanExec {
             }
         };
         Ok(Some(self.rebuilt(input, merge, Some(leaves))))
+    }
+}
+
+impl IcebergScanExec {
+    /// Partition `partition` through the decoded-column cache, when this scan uses it.
+    fn cached_stream(
+        &self,
+        partition: usize,
+        context: &Arc<TaskContext>,
+    ) -> Option<BoxStream<'static, DFResult<RecordBatch>>> {
+        let columns = self.columns.as_ref()?;
+        if self.leaves.is_some() {
+            return None;
+        }
+        let config = file_scan_config(&self.input)?;
+        if config.limit.is_some() {
+            return None;
+        }
+        let counts = FileCounts {
+            hit: MetricBuilder::new(&self.metrics).counter("column_cache_files_hit", partition),
+            read: MetricBuilder::new(&self.metrics).counter("column_cache_files_read", partition),
+        };
+        columns.partition_stream(
+            config,
+            self.input.schema(),
+            partition,
+            Arc::clone(context),
+            counts,
+        )
     }
 }
 
@@ -378,6 +426,13 @@ impl ExecutionPlan for IcebergScanExec {
             e => DataFusionError::Context(format!("reading table {table}"), Box::new(e)),
         };
         let Some(spec) = &self.merge else {
+            if let Some(stream) = self.cached_stream(partition, &context) {
+                let schema = self.input.schema();
+                return Ok(Box::pin(RecordBatchStreamAdapter::new(
+                    schema,
+                    stream.map_err(with_table),
+                )));
+            }
             let stream = self.input.execute(partition, context)?;
             let schema = stream.schema();
             return Ok(Box::pin(RecordBatchStreamAdapter::new(

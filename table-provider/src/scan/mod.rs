@@ -1,6 +1,7 @@
 //! Execution of planned scans: DataFusion's Parquet scan with field-id schema mapping,
 //! wrapped by [`IcebergScanExec`].
 
+mod column_cache;
 mod exec;
 mod footer_rewrite;
 mod leaf_projection;
@@ -12,6 +13,8 @@ mod reader;
 mod recipe;
 mod schema_mapping;
 
+pub(crate) use column_cache::{CachedScan, ColumnSource};
+pub use column_cache::{ColumnCache, DEFAULT_COLUMN_CACHE_BYTES};
 pub use exec::IcebergScanExec;
 pub use footer_rewrite::{FooterRewrite, FooterRewritingReaderFactory};
 pub use leaf_projection::{LeafProjectingReaderFactory, LeafProjection};

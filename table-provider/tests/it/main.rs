@@ -12,6 +12,7 @@ mod bad_input;
 mod bad_writes;
 mod catalog_commits;
 mod catalogs;
+mod column_cache;
 mod commit_faults;
 mod corpus;
 mod ddl;

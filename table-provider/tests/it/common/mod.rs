@@ -18,7 +18,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use petrel_table_provider::plan::PlanMetrics;
 use petrel_table_provider::{
     Catalog, IcebergCatalogProvider, IcebergScanExec, NarrowStructColumns, NestedValuesTypes,
-    PetrelQueryPlanner, RowLevelDml, SignedZeroEquality, rewrite_time_travel,
+    PetrelQueryPlanner, RowLevelDml, ScanPlanner, SignedZeroEquality, rewrite_time_travel,
 };
 use serde_json::{Value, json};
 
@@ -73,6 +73,22 @@ pub fn generated(name: &str) -> Generated {
 
 /// A session with the given catalogs registered under their names.
 pub fn session(catalogs: Vec<(&str, Arc<dyn Catalog>)>) -> SessionContext {
+    session_of(catalogs, None)
+}
+
+/// As [`session`], every catalog planning its scans with `planner` (and its caches).
+pub fn session_with_planner(
+    catalogs: Vec<(&str, Arc<dyn Catalog>)>,
+    planner: Arc<ScanPlanner>,
+) -> SessionContext {
+    session_of(catalogs, Some(planner))
+}
+
+/// A session over `catalogs`, each with a planner of its own unless `planner` is given.
+fn session_of(
+    catalogs: Vec<(&str, Arc<dyn Catalog>)>,
+    planner: Option<Arc<ScanPlanner>>,
+) -> SessionContext {
     let config = SessionConfig::new()
         .with_target_partitions(4)
         .with_information_schema(true);
@@ -87,7 +103,13 @@ pub fn session(catalogs: Vec<(&str, Arc<dyn Catalog>)>) -> SessionContext {
         .build();
     let ctx = SessionContext::new_with_state(state);
     for (name, catalog) in catalogs {
-        ctx.register_catalog(name, Arc::new(IcebergCatalogProvider::new(catalog)));
+        ctx.register_catalog(
+            name,
+            Arc::new(IcebergCatalogProvider::with_planner(
+                catalog,
+                planner.clone().unwrap_or_default(),
+            )),
+        );
     }
     ctx
 }

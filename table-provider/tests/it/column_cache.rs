@@ -1,0 +1,317 @@
+//! The decoded-column cache (`scan::column_cache`): a scan that reads every row of data files
+//! without deletes keeps their columns, and the next such scan takes them instead of reading
+//! the files again — with exactly the rows a read gives. Scans with deletes, a limit or a
+//! filter that partition values do not decide read their files as before.
+//!
+//! Counted with the scan's own metrics (`column_cache_files_hit` / `column_cache_files_read`)
+//! on Petrel-written tables; the rows are checked against a model of what was inserted and
+//! against a session without the cache.
+
+use crate::common;
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use common::{
+    find_scan, query, run_ddl, session, session_with_planner, sorted_rows, warehouse_with_db,
+    write_count,
+};
+use datafusion::physical_plan::{ExecutionPlan, collect};
+use datafusion::prelude::SessionContext;
+use petrel_table_provider::{Catalog, ColumnCache, ScanPlanner};
+
+/// Rows per INSERT (one data file each).
+const ROWS: i64 = 10_000;
+
+/// A session over a fresh warehouse (catalog `iceberg`, namespace `db`) whose scans keep up to
+/// `capacity` bytes of decoded columns, and a session over the same warehouse without a cache.
+async fn sessions(
+    dir: &std::path::Path,
+    capacity: u64,
+) -> (SessionContext, SessionContext, ColumnCache) {
+    let (_warehouse, catalog) = warehouse_with_db(dir).await;
+    let cache = ColumnCache::new(capacity);
+    let planner = Arc::new(ScanPlanner::default().with_column_cache(cache.clone()));
+    let cached = session_with_planner(vec![("iceberg", Arc::clone(&catalog))], planner);
+    let plain = session(vec![("iceberg", catalog as Arc<dyn Catalog>)]);
+    (cached, plain, cache)
+}
+
+/// What one query did: its batches, and its scan's files served from the cache, files read
+/// (through the cache's path) and files planned.
+struct Counted {
+    batches: Vec<RecordBatch>,
+    hit: usize,
+    read: usize,
+    files: usize,
+}
+
+/// Runs `sql` and counts what its scan did.
+async fn run_counting(ctx: &SessionContext, sql: &str) -> Counted {
+    let plan = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .create_physical_plan()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let batches = collect(Arc::clone(&plan), ctx.task_ctx())
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let count = |plan: &Arc<dyn ExecutionPlan>, name: &str| {
+        find_scan(plan)
+            .and_then(|scan| scan.metrics())
+            .and_then(|m| m.sum_by_name(name))
+            .map_or(0, |v| v.as_usize())
+    };
+    Counted {
+        hit: count(&plan, "column_cache_files_hit"),
+        read: count(&plan, "column_cache_files_read"),
+        files: count(&plan, "files_scanned"),
+        batches,
+    }
+}
+
+/// The table's rows as `INSERT`s of `ROWS` rows starting at each of `firsts` write them.
+fn insert_sql(table: &str, first: i64) -> String {
+    format!(
+        "INSERT INTO {table} SELECT value + {first}, CAST(value % 7 AS INT), \
+         CAST(value AS DECIMAL(12, 2)) / 100, \
+         CASE WHEN value % 5 = 0 THEN NULL ELSE 'n' || (value + {first}) END, \
+         CAST(value AS DOUBLE) * 0.5, value % 2 = 0 \
+         FROM generate_series(0, {})",
+        ROWS - 1
+    )
+}
+
+/// What the summary query gives over the rows of the INSERTs starting at `firsts`, without
+/// the ids in `deleted`: count, count(name), sum(id), sum(k), sum(price) (as text),
+/// sum(f), count of true `b`.
+fn model(firsts: &[i64], deleted: &[i64]) -> String {
+    let (mut count, mut names, mut ids, mut ks, mut cents, mut halves, mut trues) =
+        (0i64, 0i64, 0i64, 0i64, 0i64, 0i64, 0i64);
+    for first in firsts {
+        for value in 0..ROWS {
+            let id = value + first;
+            if deleted.contains(&id) {
+                continue;
+            }
+            count += 1;
+            names += i64::from(value % 5 != 0);
+            ids += id;
+            ks += value % 7;
+            cents += value;
+            halves += value;
+            trues += i64::from(value % 2 == 0);
+        }
+    }
+    format!(
+        "{count}|{names}|{ids}|{ks}|{}.{:02}|{:?}|{trues}",
+        cents / 100,
+        cents % 100,
+        halves as f64 * 0.5
+    )
+}
+
+const SUMMARY: &str = "SELECT count(*) AS c, count(name) AS names, sum(id) AS ids, sum(k) AS ks, \
+     CAST(sum(price) AS VARCHAR) AS price, sum(f) AS f, \
+     sum(CASE WHEN b THEN 1 ELSE 0 END) AS trues FROM iceberg.db.t";
+
+/// The summary's one row as `a|b|…`.
+fn summary_of(batches: &[RecordBatch]) -> String {
+    let batch = arrow::compute::concat_batches(&batches[0].schema(), batches).expect("concat");
+    assert_eq!(batch.num_rows(), 1);
+    (0..batch.num_columns())
+        .map(|c| arrow::util::display::array_value_to_string(batch.column(c), 0).expect("display"))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+async fn table_of_three_files(ctx: &SessionContext) {
+    run_ddl(
+        ctx,
+        "CREATE TABLE iceberg.db.t (id bigint, k int, price decimal(12, 2), name string, \
+         f double, b boolean)",
+    )
+    .await;
+    for first in [0, ROWS, 2 * ROWS] {
+        assert_eq!(
+            write_count(ctx, &insert_sql("iceberg.db.t", first)).await,
+            ROWS as u64
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_scan_takes_every_file_from_the_cache_with_the_same_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctx, plain, cache) = sessions(dir.path(), 256 << 20).await;
+    table_of_three_files(&ctx).await;
+    let expected = model(&[0, ROWS, 2 * ROWS], &[]);
+
+    let first = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(summary_of(&first.batches), expected);
+    assert!(first.files >= 3, "each INSERT wrote a file or more");
+    assert_eq!(
+        (first.hit, first.read),
+        (0, first.files),
+        "the first scan reads every file"
+    );
+    let second = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(summary_of(&second.batches), expected);
+    assert_eq!(
+        (second.hit, second.read),
+        (first.files, 0),
+        "the second takes every file from the cache"
+    );
+    let stats = cache.stats();
+    let files = first.files as u64;
+    assert_eq!((stats.hits, stats.misses), (files, files));
+    assert_eq!(
+        stats.entries,
+        6 * files,
+        "six columns of each file: {stats:?}"
+    );
+
+    // Every row, every column: as a session without the cache reads them, both times.
+    let all = "SELECT * FROM iceberg.db.t";
+    let want = sorted_rows(&plain, all).await;
+    assert_eq!(want.len(), 3 * ROWS as usize);
+    assert_eq!(sorted_rows(&ctx, all).await, want);
+    let again = run_counting(&ctx, all).await;
+    assert_eq!((again.hit, again.read), (first.files, 0));
+    assert_eq!(sorted_rows(&ctx, all).await, want);
+
+    // Other columns than the summary's, in another order: served by the same entries.
+    let other = run_counting(&ctx, "SELECT count(name), sum(k) FROM iceberg.db.t").await;
+    assert_eq!((other.hit, other.read), (first.files, 0));
+    let fields: Vec<&str> = expected.split('|').collect();
+    assert_eq!(
+        summary_of(&other.batches),
+        format!("{}|{}", fields[1], fields[3])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_file_is_read_and_files_with_deletes_are_merged_as_before() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctx, _plain, _cache) = sessions(dir.path(), 256 << 20).await;
+    table_of_three_files(&ctx).await;
+    let before = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(before.read, before.files);
+
+    // More files: read, the others from the cache.
+    assert_eq!(
+        write_count(&ctx, &insert_sql("iceberg.db.t", 3 * ROWS)).await,
+        ROWS as u64
+    );
+    let firsts = [0, ROWS, 2 * ROWS, 3 * ROWS];
+    let after = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(summary_of(&after.batches), model(&firsts, &[]));
+    assert!(after.files > before.files);
+    assert_eq!(
+        (after.hit, after.read),
+        (before.files, after.files - before.files)
+    );
+
+    // A position delete: the scan merges deletes and does not use the cache at all.
+    assert_eq!(
+        write_count(&ctx, "DELETE FROM iceberg.db.t WHERE id = 12345").await,
+        1
+    );
+    let deleted = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(summary_of(&deleted.batches), model(&firsts, &[12345]));
+    assert_eq!((deleted.hit, deleted.read), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_and_filters_on_data_read_the_files_partition_filters_do_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctx, _plain, _cache) = sessions(dir.path(), 256 << 20).await;
+    table_of_three_files(&ctx).await;
+    run_counting(&ctx, SUMMARY).await;
+
+    // A filter on data: pruned and filtered by the Parquet scan, not from the cache.
+    let filtered = run_counting(
+        &ctx,
+        "SELECT count(*), sum(id) FROM iceberg.db.t WHERE id >= 25000",
+    )
+    .await;
+    assert_eq!((filtered.hit, filtered.read), (0, 0));
+    assert_eq!(
+        summary_of(&filtered.batches),
+        format!("5000|{}", (25_000..30_000).sum::<i64>())
+    );
+    // A limit: the scan stops early, as before.
+    let limited = run_counting(&ctx, "SELECT id FROM iceberg.db.t LIMIT 5").await;
+    assert_eq!((limited.hit, limited.read), (0, 0));
+    assert_eq!(
+        limited.batches.iter().map(|b| b.num_rows()).sum::<usize>(),
+        5
+    );
+
+    // An identity-partitioned table: a filter on the partition column is decided by the
+    // planner, so the scan of the files it keeps uses the cache.
+    run_ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.p (id bigint, part int) PARTITIONED BY (part)",
+    )
+    .await;
+    assert_eq!(
+        write_count(
+            &ctx,
+            "INSERT INTO iceberg.db.p SELECT value, CAST(value % 3 AS INT) \
+             FROM generate_series(0, 8999)"
+        )
+        .await,
+        9000
+    );
+    let sql = "SELECT count(*), sum(id) FROM iceberg.db.p WHERE part = 1";
+    let want = format!("3000|{}", (0..9000i64).filter(|v| v % 3 == 1).sum::<i64>());
+    let first = run_counting(&ctx, sql).await;
+    assert_eq!(summary_of(&first.batches), want);
+    assert!(first.files >= 1);
+    assert_eq!((first.hit, first.read), (0, first.files));
+    let second = run_counting(&ctx, sql).await;
+    assert_eq!(summary_of(&second.batches), want);
+    assert_eq!((second.hit, second.read), (first.files, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_too_large_for_the_cache_are_read_every_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A file's columns may take a quarter of the capacity: 16 KiB here, less than one file.
+    let (ctx, _plain, cache) = sessions(dir.path(), 64 << 10).await;
+    table_of_three_files(&ctx).await;
+    let expected = model(&[0, ROWS, 2 * ROWS], &[]);
+    for _ in 0..2 {
+        let run = run_counting(&ctx, SUMMARY).await;
+        assert_eq!(summary_of(&run.batches), expected);
+        assert_eq!((run.hit, run.read), (0, run.files));
+    }
+    assert_eq!(cache.stats().entries, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_batch_size_is_another_entry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctx, plain, _cache) = sessions(dir.path(), 256 << 20).await;
+    table_of_three_files(&ctx).await;
+    let all = "SELECT * FROM iceberg.db.t";
+    let want = sorted_rows(&plain, all).await;
+    run_counting(&ctx, all).await;
+    query(&ctx, "SET datafusion.execution.batch_size = 777")
+        .await
+        .expect("set batch size");
+    let first = run_counting(&ctx, all).await;
+    assert_eq!(
+        (first.hit, first.read),
+        (0, first.files),
+        "batches of another size are read"
+    );
+    assert!(first.batches.iter().all(|b| b.num_rows() <= 777));
+    let second = run_counting(&ctx, all).await;
+    assert_eq!((second.hit, second.read), (first.files, 0));
+    assert!(second.batches.iter().all(|b| b.num_rows() <= 777));
+    assert_eq!(sorted_rows(&ctx, all).await, want);
+}

@@ -22,7 +22,10 @@ What it does:
 4. Checks both engines' answers to every query against the reference (Spark's count and sums,
    and a Python model of the generator for the filter), then times:
    - repeated queries: one server / one DuckDB connection, one warm-up, then `--rounds` rounds,
-     each running every (table, query) on Petrel then DuckDB; medians;
+     each running every (table, query) on Petrel then DuckDB; medians. Twice: Petrel as it
+     serves by default (whole scans of files without deletes take their decoded columns from
+     the column cache after the warm-up), then a server started with `--column-cache 0` (every
+     query decodes its files, as DuckDB does), each against DuckDB in the same rounds;
    - first query: a fresh Petrel process (a fresh DuckDB connection) per sample, the query
      timed after the connection is up (`SELECT 1`), OS page cache warm: what the first query
      after a commit pays with nothing of the table cached (metadata, manifests, delete files,
@@ -118,8 +121,8 @@ def normalise(row):
 
 # ---------------------------------------------------------------------------------- the engines
 class Petrel:
-    def __init__(self, binary: Path, warehouse: Path):
-        self.binary, self.warehouse = binary, warehouse
+    def __init__(self, binary: Path, warehouse: Path, args=()):
+        self.binary, self.warehouse, self.args = binary, warehouse, list(args)
         self.proc = None
 
     def start(self):
@@ -128,7 +131,8 @@ class Petrel:
         self.log = open(Path(self.tmp.name) / "log", "w")
         self.proc = subprocess.Popen(
             [str(self.binary), "serve", "--warehouse", str(self.warehouse), "--bind", "127.0.0.1:0",
-             "--port-file", str(port_file), "--default-catalog", "iceberg", "--default-schema", "db"],
+             "--port-file", str(port_file), "--default-catalog", "iceberg", "--default-schema", "db",
+             *self.args],
             stdout=self.log, stderr=subprocess.STDOUT, env=dict(os.environ, RUST_LOG="warn"))
         deadline = time.time() + 30
         while not port_file.exists() or not port_file.read_text().strip():
@@ -280,18 +284,24 @@ def main():
             lines.append(f"| {t} | {q} | {p:.1f} | {p / pp:.2f} | {dcol} | {' '.join(f'{x:.0f}' for x in samples[t, q])} |")
         return lines + [""]
 
-    # repeated queries
+    # repeated queries: the default server (column cache on), then one without the cache
     if "repeated" not in skip:
-        pm, dm = {c: [] for c in cases}, {c: [] for c in duck_cases}
-        for t, q in cases:  # warm-up
-            petrel_query(cur, QUERIES[q].format(t=f"iceberg.db.{t}"))
-        for r in range(a.rounds):
-            for t, q in cases:
-                pm[t, q].append(timed(lambda: petrel_query(cur, QUERIES[q].format(t=f"iceberg.db.{t}")))[0])
-                if (t, q) in dm:
-                    dm[t, q].append(timed(lambda: duckdb_query(duck, QUERIES[q].format(t=t), a.timeout))[0])
-            say(f"repeated: round {r + 1}/{a.rounds}")
-        out += table_md(f"Repeated query (median of {a.rounds}; one server, one connection)", pm, dm, pm)
+        for label, args in (("", ()), (", server with `--column-cache 0`", ("--column-cache", "0"))):
+            if args:
+                close(con, cur)
+                server.stop()
+                server = Petrel(a.petrel_bin, warehouse, args).start()
+                con, cur = server.connect()
+            pm, dm = {c: [] for c in cases}, {c: [] for c in duck_cases}
+            for t, q in cases:  # warm-up
+                petrel_query(cur, QUERIES[q].format(t=f"iceberg.db.{t}"))
+            for r in range(a.rounds):
+                for t, q in cases:
+                    pm[t, q].append(timed(lambda: petrel_query(cur, QUERIES[q].format(t=f"iceberg.db.{t}")))[0])
+                    if (t, q) in dm:
+                        dm[t, q].append(timed(lambda: duckdb_query(duck, QUERIES[q].format(t=t), a.timeout))[0])
+                say(f"repeated{label}: round {r + 1}/{a.rounds}")
+            out += table_md(f"Repeated query (median of {a.rounds}; one server, one connection{label})", pm, dm, pm)
     close(con, cur)
     server.stop()
 

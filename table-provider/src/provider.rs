@@ -42,7 +42,7 @@ use datafusion::physical_expr_adapter::PhysicalExprAdapterFactory;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::empty::EmptyExec;
-use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
 use iceberg::spec::{NameMapping, Transform};
 
 use crate::catalog::{Catalog, LoadedTable, RefKind};
@@ -785,19 +785,23 @@ impl IcebergTableProvider {
                 .iter()
                 .all(|f| *f == TableProviderFilterPushDown::Exact)
         };
-        let column_cache = (every_row && self.planner.column_cache().enabled()).then(|| {
-            let metadata = self.table.metadata();
-            CachedScan {
-                cache: self.planner.column_cache().clone(),
-                source: Arc::new(ColumnSource::new(
-                    metadata.uuid().to_string(),
-                    metadata
-                        .properties()
-                        .get("schema.name-mapping.default")
-                        .map(String::as_str),
-                )),
-            }
-        });
+        let column_cache = (every_row && !positional && self.planner.column_cache().enabled())
+            .then(|| {
+                let metadata = self.table.metadata();
+                let counter = |name| MetricBuilder::new(&metrics).global_counter(name);
+                CachedScan {
+                    hit: counter("column_cache_files_hit"),
+                    read: counter("column_cache_files_read"),
+                    cache: self.planner.column_cache().clone(),
+                    source: Arc::new(ColumnSource::new(
+                        metadata.uuid().to_string(),
+                        metadata
+                            .properties()
+                            .get("schema.name-mapping.default")
+                            .map(String::as_str),
+                    )),
+                }
+            });
         let merge = (!deletes.is_empty() || positional).then(|| {
             let merge = MergeOnRead::new(
                 table_name.clone(),
@@ -829,9 +833,9 @@ impl IcebergTableProvider {
                 adapter,
                 nan_free,
                 positional,
+                columns: column_cache.clone(),
             }
         });
-        let without_deletes = merge.is_none();
         let mut scan = IcebergScanExec::with_metrics(
             input,
             table_name,
@@ -841,9 +845,7 @@ impl IcebergTableProvider {
             merge,
         )
         .with_statistics(statistics);
-        if let Some(columns) = column_cache
-            && without_deletes
-        {
+        if let Some(columns) = column_cache {
             scan = scan.with_column_cache(columns);
         }
         Ok(Arc::new(scan))

@@ -389,6 +389,23 @@ impl PositionFilter {
     }
 }
 
+/// The plan of a read of every one of a file's `rows` rows, in order (its batches come whole
+/// from elsewhere, e.g. the decoded-column cache): no skips, every deleted position masked.
+pub(crate) fn whole_file_plan(deleted: &DeletedPositions, rows: u64) -> PositionalPlan {
+    let mut keep = all_set(rows as usize);
+    let mut buffer = Vec::new();
+    let bits = keep.as_slice_mut();
+    for p in deleted.within(0..rows, &mut buffer) {
+        arrow::util::bit_util::unset_bit(bits, *p as usize);
+    }
+    PositionalPlan {
+        access: ParquetAccessPlan::new_all(0),
+        keep: BooleanBuffer::new(keep.into(), 0, rows as usize),
+        skipped_deleted: 0,
+        emitted: std::iter::once(0..rows).collect(),
+    }
+}
+
 /// A buffer of `bits` set bits.
 fn all_set(bits: usize) -> MutableBuffer {
     let mut buffer = MutableBuffer::new_null(bits);

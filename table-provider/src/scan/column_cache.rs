@@ -17,15 +17,19 @@
 //!   another entry), and the table (its UUID and name mapping: a column absent from a file
 //!   reads as the table's default, and a file without field ids is mapped by name).
 //!
-//! Only scans that read every row of their files use the cache: no deletes to apply, no
-//! limit, no struct narrowing, and no filter other than ones the planner decided exactly by
-//! partition values (those hold for every row of every planned file), and the Parquet scan
-//! right below the Iceberg scan (a sort pushed between them, as DataFusion does for an
-//! `ORDER BY` right above a scan, keeps the usual read). A file's columns are
-//! served from the cache when every projected column is there; otherwise the file is read as
-//! usual, alone, and its columns are kept once it has been read to its end. Entries are
-//! admitted and evicted by `moka` (TinyLFU: a large scan read once does not push out columns
-//! that are read often). Lookups are counted per file ([`ColumnCache::stats`]) and each scan
+//! Only scans that read every row of their files use the cache: no limit, no struct
+//! narrowing, no filter other than ones the planner decided exactly by partition values (those
+//! hold for every row of every planned file), not a positional scan (DELETE, UPDATE, MERGE),
+//! and the Parquet scan right below the Iceberg scan (a sort pushed between them, as DataFusion
+//! does for an `ORDER BY` right above a scan, keeps the usual read). Deletes do not stop it: a
+//! file with position deletes, a deletion vector or equality-deleted positions already known is
+//! kept whole and its deleted rows are masked out of the cached batches (`merge_stream`); only
+//! files whose equality deletes are still probed (or recorded) are read as before.
+//!
+//! A file's columns are served from the cache when every projected column is there; otherwise
+//! the file is read as usual, alone, and its columns are kept once it has been read to its end.
+//! Entries are admitted and evicted by `moka` (TinyLFU: a large scan read once does not push
+//! out columns that are read often). Lookups are counted per file ([`ColumnCache::stats`]) and each scan
 //! reports `column_cache_files_hit` / `column_cache_files_read` in `EXPLAIN ANALYZE`.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -162,88 +166,124 @@ impl ColumnCache {
     }
 }
 
-/// How one scan uses the column cache.
+/// How one scan uses the column cache, and its counts (files served from the cache, files
+/// read through it; shared by the scan's partitions).
 #[derive(Debug, Clone)]
 pub(crate) struct CachedScan {
     pub(crate) cache: ColumnCache,
     pub(crate) source: Arc<ColumnSource>,
-}
-
-/// Per-partition counts of a scan: files served from the cache, files read.
-pub(crate) struct FileCounts {
     pub(crate) hit: Count,
     pub(crate) read: Count,
 }
 
 impl CachedScan {
-    /// The batches of partition `partition` of the Parquet scan `config` (whose output schema
-    /// is `schema`), each file's columns from the cache when they are all there; `None` when
-    /// a column has no field id (the scan then runs as usual).
+    /// The batches of partition `partition` of the Parquet scan `config`, each file's columns
+    /// from the cache when they are all there; `None` when the scan cannot use the cache (a
+    /// column without a field id): it then runs as usual.
     pub(crate) fn partition_stream(
         &self,
         config: &FileScanConfig,
-        schema: SchemaRef,
         partition: usize,
         context: Arc<TaskContext>,
-        counts: FileCounts,
     ) -> Option<BoxStream<'static, DFResult<RecordBatch>>> {
-        let columns = self.cache.columns.clone()?;
-        let field_ids = schema
-            .fields()
-            .iter()
-            .map(|f| f.metadata().get(FIELD_ID_KEY)?.parse::<i32>().ok())
-            .collect::<Option<Vec<i32>>>()?;
         let files = config
             .file_groups
             .get(partition)
             .map(|g| g.files().to_vec())
             .unwrap_or_default();
-        let store = config.object_store_url.as_str().to_string();
-        let batch_rows = context.session_config().batch_size();
-        let config = Arc::new(config.clone());
-        let (source, lookups) = (Arc::clone(&self.source), self.cache.lookups.clone());
-        let max_file_bytes =
-            usize::try_from(self.cache.capacity_bytes / MAX_FILE_SHARE).unwrap_or(usize::MAX);
-        let batches = futures::stream::iter(files).flat_map(move |file| {
-            let keys: Vec<ColumnKey> = field_ids
-                .iter()
-                .zip(schema.fields())
-                .map(|(id, field)| ColumnKey {
-                    source: Arc::clone(&source),
-                    file: format!("{store}{}", file.object_meta.location).into(),
-                    size: file.object_meta.size,
-                    range: file.range.as_ref().map(|r| (r.start, r.end)),
-                    batch_rows,
-                    field_id: *id,
-                    data_type: field.data_type().clone(),
-                })
-                .collect();
-            let cached = lookups.observe(cached_batches(&columns, &keys, &schema));
-            match cached {
-                Some(batches) => {
-                    counts.hit.add(1);
-                    futures::stream::iter(batches.into_iter().map(Ok)).boxed()
-                }
-                None => {
-                    counts.read.add(1);
-                    match read_file(&config, file, Arc::clone(&context)) {
-                        Ok(stream) => RecordingStream {
-                            inner: stream,
-                            recording: Some(Recording {
-                                columns: columns.clone(),
-                                keys,
-                                chunks: Vec::new(),
-                                bytes: 0,
-                                max_bytes: max_file_bytes,
-                            }),
-                        }
-                        .boxed(),
-                        Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-                    }
-                }
-            }
-        });
+        let reader = self.file_reader(config)?;
+        let batches = futures::stream::iter(files)
+            .flat_map(move |file| reader.file_stream(file, Arc::clone(&context)));
         Some(batches.boxed())
+    }
+
+    /// The batches of one whole `file` (every row, in order) read with the Parquet scan
+    /// `config` (its file groups ignored), from the cache when all its columns are there;
+    /// `None` as for [`CachedScan::partition_stream`].
+    pub(crate) fn file_stream(
+        &self,
+        config: &FileScanConfig,
+        file: PartitionedFile,
+        context: Arc<TaskContext>,
+    ) -> Option<BoxStream<'static, DFResult<RecordBatch>>> {
+        Some(self.file_reader(config)?.file_stream(file, context))
+    }
+
+    fn file_reader(&self, config: &FileScanConfig) -> Option<FileReader> {
+        let columns = self.cache.columns.clone()?;
+        let schema = config.projected_schema().ok()?;
+        let field_ids = schema
+            .fields()
+            .iter()
+            .map(|f| f.metadata().get(FIELD_ID_KEY)?.parse::<i32>().ok())
+            .collect::<Option<Vec<i32>>>()?;
+        Some(FileReader {
+            columns,
+            scan: self.clone(),
+            config: Arc::new(config.clone()),
+            store: config.object_store_url.as_str().to_string(),
+            schema,
+            field_ids: field_ids.into(),
+            max_file_bytes: usize::try_from(self.cache.capacity_bytes / MAX_FILE_SHARE)
+                .unwrap_or(usize::MAX),
+        })
+    }
+}
+
+/// Reads files of one Parquet scan through the cache.
+#[derive(Clone)]
+struct FileReader {
+    columns: Cache<ColumnKey, Arc<CachedColumn>>,
+    scan: CachedScan,
+    config: Arc<FileScanConfig>,
+    store: String,
+    schema: SchemaRef,
+    field_ids: Arc<[i32]>,
+    max_file_bytes: usize,
+}
+
+impl FileReader {
+    fn file_stream(
+        &self,
+        file: PartitionedFile,
+        context: Arc<TaskContext>,
+    ) -> BoxStream<'static, DFResult<RecordBatch>> {
+        let batch_rows = context.session_config().batch_size();
+        let location: Arc<str> = format!("{}{}", self.store, file.object_meta.location).into();
+        let keys: Vec<ColumnKey> = self
+            .field_ids
+            .iter()
+            .zip(self.schema.fields())
+            .map(|(id, field)| ColumnKey {
+                source: Arc::clone(&self.scan.source),
+                file: Arc::clone(&location),
+                size: file.object_meta.size,
+                range: file.range.as_ref().map(|r| (r.start, r.end)),
+                batch_rows,
+                field_id: *id,
+                data_type: field.data_type().clone(),
+            })
+            .collect();
+        let lookups = &self.scan.cache.lookups;
+        if let Some(batches) = lookups.observe(cached_batches(&self.columns, &keys, &self.schema)) {
+            self.scan.hit.add(1);
+            return futures::stream::iter(batches.into_iter().map(Ok)).boxed();
+        }
+        self.scan.read.add(1);
+        match read_file(&self.config, file, context) {
+            Ok(stream) => RecordingStream {
+                inner: stream,
+                recording: Some(Recording {
+                    columns: self.columns.clone(),
+                    keys,
+                    chunks: Vec::new(),
+                    bytes: 0,
+                    max_bytes: self.max_file_bytes,
+                }),
+            }
+            .boxed(),
+            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+        }
     }
 }
 

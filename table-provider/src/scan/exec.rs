@@ -13,9 +13,8 @@
 //! null counts, min/max): DataFusion's `AggregateStatistics` then answers `count(*)`,
 //! `count(c)`, `min(c)` and `max(c)` without running the scan.
 //!
-//! Without deletes, a scan that reads every row of its files takes each file's columns from
-//! the decoded-column cache when they are there (`column_cache`), and reads the file as usual
-//! otherwise.
+//! A scan that reads every row of its files takes each file's columns from the decoded-column
+//! cache when they are there (`column_cache`), and reads the file as usual otherwise.
 //!
 //! With deletes, each partition is read by `merge_stream`: files with positional deletes one
 //! by one with their deleted positions skipped or filtered out, then rows matching equality
@@ -41,7 +40,7 @@ use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Pla
 use futures::TryStreamExt;
 use futures::stream::BoxStream;
 
-use super::column_cache::{CachedScan, FileCounts};
+use super::column_cache::CachedScan;
 use super::leaf_projection::{LeafProjectingReaderFactory, LeafProjection};
 use super::merge_stream::{MergeSpec, partition_stream};
 use super::recipe::ScanRecipe;
@@ -276,17 +275,7 @@ impl IcebergScanExec {
         if config.limit.is_some() {
             return None;
         }
-        let counts = FileCounts {
-            hit: MetricBuilder::new(&self.metrics).counter("column_cache_files_hit", partition),
-            read: MetricBuilder::new(&self.metrics).counter("column_cache_files_read", partition),
-        };
-        columns.partition_stream(
-            config,
-            self.input.schema(),
-            partition,
-            Arc::clone(context),
-            counts,
-        )
+        columns.partition_stream(config, partition, Arc::clone(context))
     }
 }
 

@@ -13,6 +13,10 @@
 //!   which covers whole row groups); the reader gets the resulting row selection and no
 //!   predicate, so the positions of the rows it emits are known.
 //!
+//! When the scan reads every row of its files (`MergeSpec::columns`), plain runs and positional
+//! runs read whole take their files' columns from the decoded-column cache (`column_cache`),
+//! a positional run masking its deleted rows out of the cached batches.
+//!
 //! The next runs are prepared (delete files loaded and decoded, footer fetched) on tasks of
 //! their own while the current one streams, so that their reads and decoding overlap it. Equality deletes are applied last, to every batch, once the scan's equality sets
 //! are built — except in files whose equality-deleted positions are cached (applied with the
@@ -50,12 +54,13 @@ use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaData;
 
+use super::column_cache::CachedScan;
 use super::nan_safe_stats::{NanFreeColumns, nan_safe_metadata};
 use roaring::RoaringTreemap;
 
 use crate::deletes::{
     DeletedPositions, EqualityMode, EqualityPositionsKey, EqualitySets, GroupRead, MergeOnRead,
-    PositionFilter, positional_plan_of,
+    PositionFilter, positional_plan_of, whole_file_plan,
 };
 
 /// Column of a positional scan holding each row's data file, as the manifests name it.
@@ -90,6 +95,17 @@ pub struct MergeSpec {
     /// A positional scan: every inner batch gets the data file's path and the rows' positions
     /// appended (as its last two columns, which `output` may then pick).
     pub positional: bool,
+    /// The decoded-column cache, when the scan reads every row of its files (no limit, no
+    /// filter but ones partition values decide): files with positional deletes take their
+    /// columns from it and drop their deleted rows with a keep-mask.
+    pub(crate) columns: Option<CachedScan>,
+}
+
+/// The scan `config` over `files` only, as its one partition.
+fn with_files(config: &FileScanConfig, files: Vec<PartitionedFile>) -> FileScanConfig {
+    let mut config = config.clone();
+    config.file_groups = vec![FileGroup::new(files)];
+    config
 }
 
 /// A run of a partition's files read by one Parquet scan.
@@ -224,7 +240,20 @@ async fn open_run(
         DataSourceExec::from_data_source(config).execute(0, ctx)
     };
     let (file, index) = match run {
-        Run::Plain(files) => return Ok(scan(filtered, files, ctx)?.boxed()),
+        Run::Plain(files) => {
+            // Whole files: their columns may come from the decoded-column cache.
+            if let Some(columns) = &spec.columns
+                && !spec.positional
+                && let Some(stream) = columns.partition_stream(
+                    &with_files(&spec.unfiltered, files.clone()),
+                    0,
+                    ctx.clone(),
+                )
+            {
+                return Ok(stream);
+            }
+            return Ok(scan(filtered, files, ctx)?.boxed());
+        }
         Run::Positional(file, index) => (*file, index),
     };
     let merge = Arc::clone(&spec.merge);
@@ -242,6 +271,31 @@ async fn open_run(
         None => return Ok(scan(filtered, vec![file], ctx)?.boxed()),
     };
     let metadata = merge.data_file_metadata(index, &ctx).await?;
+    // Read whole (no equality positions being recorded, not a positional scan, no byte range):
+    // the file's columns may come from the decoded-column cache, its deleted rows masked.
+    if let Some(columns) = &spec.columns
+        && record.is_none()
+        && !spec.positional
+        && file.range.is_none()
+    {
+        let rows: u64 = metadata
+            .row_groups()
+            .iter()
+            .map(|g| g.num_rows().max(0) as u64)
+            .sum();
+        if let Some(stream) = columns.file_stream(&spec.unfiltered, file.clone(), Arc::clone(&ctx))
+        {
+            let mut filter = PositionFilter::new(&whole_file_plan(&deleted, rows));
+            return Ok(stream
+                .map(move |batch| {
+                    let (batch, removed) = filter.apply(batch?)?;
+                    merge.record_removed_in(index, removed);
+                    Ok(batch)
+                })
+                .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
+                .boxed());
+        }
+    }
     let object_path = file.object_meta.location.as_ref();
     let metadata = nan_safe_metadata(metadata, |id| spec.nan_free.is_nan_free(object_path, id));
     let row_groups = metadata.row_groups();

@@ -1,7 +1,8 @@
 //! The decoded-column cache (`scan::column_cache`): a scan that reads every row of data files
 //! without deletes keeps their columns, and the next such scan takes them instead of reading
-//! the files again — with exactly the rows a read gives. Scans with deletes, a limit or a
-//! filter that partition values do not decide read their files as before.
+//! the files again — with exactly the rows a read gives; a file with position deletes is kept
+//! whole and its deleted rows masked. Scans with a limit or a filter that partition values do
+//! not decide read their files as before.
 //!
 //! Counted with the scan's own metrics (`column_cache_files_hit` / `column_cache_files_read`)
 //! on Petrel-written tables; the rows are checked against a model of what was inserted and
@@ -193,7 +194,7 @@ async fn a_repeated_scan_takes_every_file_from_the_cache_with_the_same_rows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_file_is_read_and_files_with_deletes_are_merged_as_before() {
+async fn a_new_file_is_read_and_a_deleted_row_is_masked() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (ctx, _plain, _cache) = sessions(dir.path(), 256 << 20).await;
     table_of_three_files(&ctx).await;
@@ -214,14 +215,52 @@ async fn a_new_file_is_read_and_files_with_deletes_are_merged_as_before() {
         (before.files, after.files - before.files)
     );
 
-    // A position delete: the scan merges deletes and does not use the cache at all.
+    // A position delete: the file it deletes from is still served from the cache, its deleted
+    // row masked out, and so are the others.
     assert_eq!(
         write_count(&ctx, "DELETE FROM iceberg.db.t WHERE id = 12345").await,
         1
     );
     let deleted = run_counting(&ctx, SUMMARY).await;
     assert_eq!(summary_of(&deleted.batches), model(&firsts, &[12345]));
-    assert_eq!((deleted.hit, deleted.read), (0, 0));
+    assert_eq!((deleted.hit, deleted.read), (after.files, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_with_position_deletes_are_kept_whole_and_masked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctx, plain, _cache) = sessions(dir.path(), 256 << 20).await;
+    table_of_three_files(&ctx).await;
+    // Deleted before any scan: single rows, a run longer than the reader's skip threshold
+    // (4,096 rows), and a whole file's worth of one INSERT's rows but one.
+    let deletes = [
+        ("id IN (3, 10001, 29999)", 3),
+        ("id BETWEEN 12000 AND 17999", 6000),
+        ("id > 20000 AND id < 29999", 9998),
+    ];
+    let mut deleted: Vec<i64> = vec![3, 10001, 29999];
+    deleted.extend(12_000..=17_999);
+    deleted.extend(20_001..29_999);
+    for (filter, rows) in deletes {
+        let sql = format!("DELETE FROM iceberg.db.t WHERE {filter}");
+        assert_eq!(write_count(&ctx, &sql).await, rows, "{sql}");
+    }
+    let expected = model(&[0, ROWS, 2 * ROWS], &deleted);
+    let all = "SELECT * FROM iceberg.db.t";
+    let want = sorted_rows(&plain, all).await;
+    assert_eq!(want.len(), 3 * ROWS as usize - deleted.len());
+
+    let first = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(summary_of(&first.batches), expected);
+    assert_eq!((first.hit, first.read), (0, first.files));
+    let second = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(summary_of(&second.batches), expected);
+    assert_eq!((second.hit, second.read), (first.files, 0));
+    // Every column of every row left, from the cache and masked, as a read without it gives.
+    assert_eq!(sorted_rows(&ctx, all).await, want);
+    let again = run_counting(&ctx, all).await;
+    assert_eq!((again.hit, again.read), (first.files, 0));
+    assert_eq!(sorted_rows(&ctx, all).await, want);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

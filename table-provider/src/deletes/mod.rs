@@ -23,5 +23,5 @@ pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};
 pub(crate) use merge_on_read::{EqualityMode, EqualitySets, cached_equality_positions, key_type};
 pub(crate) use position::{read_deletion_vector, read_position_delete_file};
 pub(crate) use position_filter::{
-    DeletedPositions, GroupRead, PositionFilter, positional_plan_of, whole_file_plan,
+    DeletedPositions, GroupRead, PositionFilter, positional_plan_of, whole_groups_plan,
 };

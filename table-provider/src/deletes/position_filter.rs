@@ -389,20 +389,46 @@ impl PositionFilter {
     }
 }
 
-/// The plan of a read of every one of a file's `rows` rows, in order (its batches come whole
-/// from elsewhere, e.g. the decoded-column cache): no skips, every deleted position masked.
-pub(crate) fn whole_file_plan(deleted: &DeletedPositions, rows: u64) -> PositionalPlan {
-    let mut keep = all_set(rows as usize);
-    let mut buffer = Vec::new();
+/// The plan of a read of every row of the row groups of `row_group_rows` that `read` marks,
+/// in order (their batches come whole from elsewhere, e.g. the decoded-column cache): no
+/// skips, every deleted position in them masked.
+pub(crate) fn whole_groups_plan(
+    deleted: &DeletedPositions,
+    row_group_rows: &[u64],
+    read: &[bool],
+) -> PositionalPlan {
+    let emitted_rows: u64 = row_group_rows
+        .iter()
+        .zip(read)
+        .filter(|(_, read)| **read)
+        .map(|(rows, _)| *rows)
+        .sum();
+    let mut keep = all_set(emitted_rows as usize);
     let bits = keep.as_slice_mut();
-    for p in deleted.within(0..rows, &mut buffer) {
-        arrow::util::bit_util::unset_bit(bits, *p as usize);
+    let mut buffer = Vec::new();
+    let mut emitted: Vec<Range<u64>> = Vec::new();
+    let (mut start, mut emitted_before) = (0u64, 0u64);
+    for (&rows, &read) in row_group_rows.iter().zip(read) {
+        let group = start..start + rows;
+        start = group.end;
+        if !read || rows == 0 {
+            continue;
+        }
+        for p in deleted.within(group.clone(), &mut buffer) {
+            arrow::util::bit_util::unset_bit(bits, (emitted_before + p - group.start) as usize);
+        }
+        emitted_before += rows;
+        match emitted.last_mut() {
+            Some(last) if last.end == group.start => last.end = group.end,
+            _ => emitted.push(group),
+        }
     }
     PositionalPlan {
+        // Not read through an access plan: the batches are whole already.
         access: ParquetAccessPlan::new_all(0),
-        keep: BooleanBuffer::new(keep.into(), 0, rows as usize),
+        keep: BooleanBuffer::new(keep.into(), 0, emitted_rows as usize),
         skipped_deleted: 0,
-        emitted: std::iter::once(0..rows).collect(),
+        emitted: emitted.into(),
     }
 }
 
@@ -703,5 +729,61 @@ mod tests {
         .unwrap();
         let (batch, removed) = filter.apply(empty).unwrap();
         assert_eq!((batch.num_rows(), removed), (75, 25));
+    }
+
+    #[test]
+    fn a_whole_groups_plan_masks_every_deleted_row_and_skips_none() {
+        // A run past MIN_SKIPPED_RUN (a read's plan skips it) is masked here like the single
+        // rows (the batches come whole from the column cache); a position past the end is
+        // ignored.
+        let rows = 3 * MIN_SKIPPED_RUN;
+        let mut positions: Vec<u64> = (0..MIN_SKIPPED_RUN + 2).collect();
+        positions.extend([rows - 1, rows + 5]);
+        for deleted in both(&positions) {
+            let plan = whole_groups_plan(&deleted, &[rows], &[true]);
+            assert_eq!(plan.skipped_deleted, 0);
+            assert_eq!(plan.keep.len() as u64, rows);
+            let mut filter = PositionFilter::new(&plan);
+            let mut kept = Vec::new();
+            let mut at = 0i64;
+            for size in [
+                MIN_SKIPPED_RUN as i64 - 1,
+                2,
+                2 * MIN_SKIPPED_RUN as i64 - 1,
+            ] {
+                let ids = Int64Array::from_iter_values(at..at + size);
+                let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+                    arrow::datatypes::Field::new("id", arrow::datatypes::DataType::Int64, false),
+                ]));
+                let batch = RecordBatch::try_new(schema, vec![Arc::new(ids)]).unwrap();
+                let (batch, _) = filter.apply(batch).unwrap();
+                kept.extend(
+                    batch
+                        .column(0)
+                        .as_primitive::<Int64Type>()
+                        .values()
+                        .iter()
+                        .copied(),
+                );
+                at += size;
+            }
+            let want: Vec<i64> = (MIN_SKIPPED_RUN as i64 + 2..rows as i64 - 1).collect();
+            assert_eq!(kept, want);
+        }
+    }
+
+    #[test]
+    fn a_whole_groups_plan_masks_the_groups_read_at_their_positions() {
+        // Row groups of 10, 20 and 30 rows; the middle one is another partition's.
+        let positions = [0u64, 9, 10, 15, 29, 30, 31, 59];
+        for deleted in both(&positions) {
+            let plan = whole_groups_plan(&deleted, &[10, 20, 30], &[true, false, true]);
+            assert_eq!(plan.keep.len(), 40);
+            let kept: Vec<usize> = plan.keep.set_indices().collect();
+            // Emitted rows 0..10 are positions 0..10, rows 10..40 positions 30..60.
+            let want: Vec<usize> = (1..9).chain(12..39).collect();
+            assert_eq!(kept, want);
+            assert_eq!(plan.emitted.as_ref(), &[0..10, 30..60]);
+        }
     }
 }

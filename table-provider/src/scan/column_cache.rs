@@ -158,7 +158,7 @@ impl ColumnCache {
         }
     }
 
-    /// Drops everything (benchmarks measure cold reads with it).
+    /// Drops everything: the next scans read their files again.
     pub fn clear(&self) {
         if let Some(columns) = &self.columns {
             columns.invalidate_all();
@@ -178,8 +178,8 @@ pub(crate) struct CachedScan {
 
 impl CachedScan {
     /// The batches of partition `partition` of the Parquet scan `config`, each file's columns
-    /// from the cache when they are all there; `None` when the scan cannot use the cache (a
-    /// column without a field id): it then runs as usual.
+    /// from the cache when they are all there; `None` when the scan cannot use the cache (it
+    /// reads no column, or a column without a field id): it then runs as usual.
     pub(crate) fn partition_stream(
         &self,
         config: &FileScanConfig,
@@ -217,6 +217,10 @@ impl CachedScan {
             .iter()
             .map(|f| f.metadata().get(FIELD_ID_KEY)?.parse::<i32>().ok())
             .collect::<Option<Vec<i32>>>()?;
+        // No columns (`count(*)`): nothing to keep, and nothing to decode either.
+        if field_ids.is_empty() {
+            return None;
+        }
         Some(FileReader {
             columns,
             scan: self.clone(),
@@ -297,7 +301,6 @@ fn cached_batches(
     // Every key is looked up (none skipped after a miss): lookups are what admission counts.
     let found: Vec<Option<Arc<CachedColumn>>> = keys.iter().map(|k| columns.get(k)).collect();
     let found: Vec<Arc<CachedColumn>> = found.into_iter().collect::<Option<_>>()?;
-    // A scan of no columns (`count(*)` that metadata could not answer) has no entry to find.
     let first = found.first()?;
     let lengths: Vec<usize> = first.chunks.iter().map(|c| c.len()).collect();
     let aligned = found.iter().all(|c| {
@@ -364,10 +367,11 @@ impl Recording {
     }
 
     /// The file was read to its end: its columns are kept.
-    fn finish(self) {
+    fn finish(mut self) {
         if self.chunks.is_empty() {
-            // No rows (or no columns): nothing worth an entry.
-            return;
+            // No batches (a byte range in which no row group starts): kept as such, so the
+            // next scan need not open the file to find that out.
+            self.chunks = vec![Vec::new(); self.keys.len()];
         }
         for (key, chunks) in self.keys.into_iter().zip(self.chunks) {
             let bytes = chunks.iter().map(|c| c.get_array_memory_size()).sum();

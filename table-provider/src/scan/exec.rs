@@ -132,9 +132,9 @@ impl IcebergScanExec {
         }
     }
 
-    /// This scan taking its files' columns from `columns` (when it has no deletes; the
-    /// caller vouches that it reads every row of its files: no limit, no filter that is not
-    /// decided by partition values).
+    /// This scan taking its files' columns from `columns` when it has no deletes (with deletes,
+    /// the merge spec carries the cache); the caller vouches that it reads every row of its
+    /// files: no limit, no filter that is not decided by partition values.
     pub(crate) fn with_column_cache(mut self, columns: CachedScan) -> Self {
         self.columns = columns.cache.enabled().then_some(columns);
         self

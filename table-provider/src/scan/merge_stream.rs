@@ -18,11 +18,13 @@
 //! a positional run masking its deleted rows out of the cached batches.
 //!
 //! The next runs are prepared (delete files loaded and decoded, footer fetched) on tasks of
-//! their own while the current one streams, so that their reads and decoding overlap it. Equality deletes are applied last, to every batch, once the scan's equality sets
-//! are built — except in files whose equality-deleted positions are cached (applied with the
-//! positional deletes of their run) or being recorded (a positional run with no filter probes
-//! its batches itself and, once it reaches its end, hands the deleted positions of the row
-//! groups it read to the merge state, which caches them when the file is covered; see
+//! their own while the current one streams, so that their reads and decoding overlap it.
+//!
+//! Equality deletes are applied last, to every batch, once the scan's equality sets are built
+//! — except in files whose equality-deleted positions are cached (applied with the positional
+//! deletes of their run) or being recorded (a positional run with no filter probes its batches
+//! itself and, once it reaches its end, hands the deleted positions of the row groups it read
+//! to the merge state, which caches them when the file is covered; see
 //! `deletes::merge_on_read`).
 //!
 //! A **positional scan** (DELETE, UPDATE and MERGE find the rows they change with one) reads
@@ -60,7 +62,7 @@ use roaring::RoaringTreemap;
 
 use crate::deletes::{
     DeletedPositions, EqualityMode, EqualityPositionsKey, EqualitySets, GroupRead, MergeOnRead,
-    PositionFilter, positional_plan_of, whole_file_plan,
+    PositionFilter, positional_plan_of, whole_groups_plan,
 };
 
 /// Column of a positional scan holding each row's data file, as the manifests name it.
@@ -247,7 +249,7 @@ async fn open_run(
                 && let Some(stream) = columns.partition_stream(
                     &with_files(&spec.unfiltered, files.clone()),
                     0,
-                    ctx.clone(),
+                    Arc::clone(&ctx),
                 )
             {
                 return Ok(stream);
@@ -271,21 +273,32 @@ async fn open_run(
         None => return Ok(scan(filtered, vec![file], ctx)?.boxed()),
     };
     let metadata = merge.data_file_metadata(index, &ctx).await?;
-    // Read whole (no equality positions being recorded, not a positional scan, no byte range):
-    // the file's columns may come from the decoded-column cache, its deleted rows masked.
+    // Read whole (no equality positions being recorded, not a positional scan): the columns of
+    // the file's row groups in its byte range may come from the decoded-column cache, deleted
+    // rows masked.
     if let Some(columns) = &spec.columns
         && record.is_none()
         && !spec.positional
-        && file.range.is_none()
     {
-        let rows: u64 = metadata
-            .row_groups()
+        let row_groups = metadata.row_groups();
+        let mut in_range =
+            RowGroupAccessPlanFilter::new(ParquetAccessPlan::new_all(row_groups.len()));
+        if let Some(range) = &file.range {
+            in_range.prune_by_range(row_groups, range);
+        }
+        let read: Vec<bool> = in_range
+            .build()
+            .inner()
+            .iter()
+            .map(|a| a.should_scan())
+            .collect();
+        let rows: Vec<u64> = row_groups
             .iter()
             .map(|g| g.num_rows().max(0) as u64)
-            .sum();
+            .collect();
         if let Some(stream) = columns.file_stream(&spec.unfiltered, file.clone(), Arc::clone(&ctx))
         {
-            let mut filter = PositionFilter::new(&whole_file_plan(&deleted, rows));
+            let mut filter = PositionFilter::new(&whole_groups_plan(&deleted, &rows, &read));
             return Ok(stream
                 .map(move |batch| {
                     let (batch, removed) = filter.apply(batch?)?;

@@ -19,6 +19,7 @@ use common::{
 };
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::prelude::SessionContext;
+use parquet::file::reader::{FileReader, SerializedFileReader};
 use petrel_table_provider::{Catalog, ColumnCache, ScanPlanner};
 
 /// Rows per INSERT (one data file each).
@@ -129,10 +130,17 @@ fn summary_of(batches: &[RecordBatch]) -> String {
 }
 
 async fn table_of_three_files(ctx: &SessionContext) {
+    table_of_three_files_with(ctx, "").await;
+}
+
+/// Table `t` with `properties` (`TBLPROPERTIES (…)` or nothing), three INSERTs of `ROWS` rows.
+async fn table_of_three_files_with(ctx: &SessionContext, properties: &str) {
     run_ddl(
         ctx,
-        "CREATE TABLE iceberg.db.t (id bigint, k int, price decimal(12, 2), name string, \
-         f double, b boolean)",
+        &format!(
+            "CREATE TABLE iceberg.db.t (id bigint, k int, price decimal(12, 2), name string, \
+             f double, b boolean) {properties}"
+        ),
     )
     .await;
     for first in [0, ROWS, 2 * ROWS] {
@@ -231,20 +239,9 @@ async fn files_with_position_deletes_are_kept_whole_and_masked() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (ctx, plain, _cache) = sessions(dir.path(), 256 << 20).await;
     table_of_three_files(&ctx).await;
-    // Deleted before any scan: single rows, a run longer than the reader's skip threshold
-    // (4,096 rows), and a whole file's worth of one INSERT's rows but one.
-    let deletes = [
-        ("id IN (3, 10001, 29999)", 3),
-        ("id BETWEEN 12000 AND 17999", 6000),
-        ("id > 20000 AND id < 29999", 9998),
-    ];
-    let mut deleted: Vec<i64> = vec![3, 10001, 29999];
-    deleted.extend(12_000..=17_999);
-    deleted.extend(20_001..29_999);
-    for (filter, rows) in deletes {
-        let sql = format!("DELETE FROM iceberg.db.t WHERE {filter}");
-        assert_eq!(write_count(&ctx, &sql).await, rows, "{sql}");
-    }
+    // Deleted before any scan.
+    delete_rows(&ctx).await;
+    let deleted = deleted_ids();
     let expected = model(&[0, ROWS, 2 * ROWS], &deleted);
     let all = "SELECT * FROM iceberg.db.t";
     let want = sorted_rows(&plain, all).await;
@@ -260,6 +257,91 @@ async fn files_with_position_deletes_are_kept_whole_and_masked() {
     assert_eq!(sorted_rows(&ctx, all).await, want);
     let again = run_counting(&ctx, all).await;
     assert_eq!((again.hit, again.read), (first.files, 0));
+    assert_eq!(sorted_rows(&ctx, all).await, want);
+}
+
+/// The deletes of [`delete_rows`]: single rows, a run longer than the reader's skip threshold
+/// (4,096 rows), and all of the third INSERT's rows but its first and last.
+fn deleted_ids() -> Vec<i64> {
+    let mut deleted: Vec<i64> = vec![3, 10001, 29999];
+    deleted.extend(12_000..=17_999);
+    deleted.extend(20_001..29_999);
+    deleted
+}
+
+async fn delete_rows(ctx: &SessionContext) {
+    let deletes = [
+        ("id IN (3, 10001, 29999)", 3),
+        ("id BETWEEN 12000 AND 17999", 6000),
+        ("id > 20000 AND id < 29999", 9998),
+    ];
+    for (filter, rows) in deletes {
+        let sql = format!("DELETE FROM iceberg.db.t WHERE {filter}");
+        assert_eq!(write_count(ctx, &sql).await, rows, "{sql}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_ranges_of_files_with_deletes_are_kept_each_and_masked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctx, plain, _cache) = sessions(dir.path(), 256 << 20).await;
+    // Small row groups, one writer per INSERT: each file gets its rows in two writes (8,192
+    // rows, then the rest), so two row groups; and DataFusion splits the files into byte
+    // ranges across partitions (a range reads the row groups that start in it).
+    query(&ctx, "SET datafusion.execution.target_partitions = 1")
+        .await
+        .expect("set");
+    table_of_three_files_with(
+        &ctx,
+        "TBLPROPERTIES ('write.parquet.row-group-size-bytes'='4096')",
+    )
+    .await;
+    delete_rows(&ctx).await;
+    let data = dir.path().join("warehouse/db/t/data");
+    let most_groups = std::fs::read_dir(&data)
+        .expect("data directory")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "parquet"))
+        .map(|path| {
+            let file = std::fs::File::open(&path).expect("open");
+            SerializedFileReader::new(file)
+                .expect("footer")
+                .metadata()
+                .num_row_groups()
+        })
+        .max();
+    assert!(
+        most_groups >= Some(2),
+        "row groups per file: {most_groups:?}"
+    );
+    for session in [&ctx, &plain] {
+        for set in [
+            "SET datafusion.optimizer.repartition_file_min_size = 1",
+            "SET datafusion.execution.target_partitions = 6",
+        ] {
+            query(session, set).await.expect(set);
+        }
+    }
+    let expected = model(&[0, ROWS, 2 * ROWS], &deleted_ids());
+    let all = "SELECT * FROM iceberg.db.t";
+    let want = sorted_rows(&plain, all).await;
+    assert_eq!(want.len(), 3 * ROWS as usize - deleted_ids().len());
+
+    let first = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(summary_of(&first.batches), expected);
+    assert_eq!(first.hit, 0);
+    assert!(
+        first.read > first.files,
+        "files split into ranges: {} ranges of {} files",
+        first.read,
+        first.files
+    );
+    let second = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(summary_of(&second.batches), expected);
+    assert_eq!((second.hit, second.read), (first.read, 0));
+    assert_eq!(sorted_rows(&ctx, all).await, want);
+    let again = run_counting(&ctx, all).await;
+    assert_eq!((again.hit, again.read), (first.read, 0));
     assert_eq!(sorted_rows(&ctx, all).await, want);
 }
 

@@ -84,9 +84,7 @@ pub use plan::{ManifestCache, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, S
 pub use provider::IcebergTableProvider;
 pub use query_planner::PetrelQueryPlanner;
 pub use row_level::RowLevelDml;
-pub use scan::{
-    ColumnCache, DEFAULT_COLUMN_CACHE_BYTES, IcebergScanExec, LeafProjection, NarrowStructColumns,
-};
+pub use scan::{ColumnCache, IcebergScanExec, LeafProjection, NarrowStructColumns};
 pub use signed_zero::SignedZeroEquality;
 pub use spec::SnapshotSelector;
 pub use time_travel::rewrite_time_travel;

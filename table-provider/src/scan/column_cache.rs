@@ -57,9 +57,6 @@ use moka::sync::Cache;
 use crate::cache_stats::{CacheCounters, CacheStats, moka_stats};
 use crate::spec::FIELD_ID_KEY;
 
-/// A sensible capacity for a server (`petrel-server` sizes it from its memory limit).
-pub const DEFAULT_COLUMN_CACHE_BYTES: u64 = 1 << 30;
-
 /// How many files read whole the cache remembers (to keep a file's columns from its second
 /// whole read on).
 const SEEN_FILES: u64 = 64 * 1024;

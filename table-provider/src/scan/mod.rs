@@ -13,8 +13,8 @@ mod reader;
 mod recipe;
 mod schema_mapping;
 
+pub use column_cache::ColumnCache;
 pub(crate) use column_cache::{CachedScan, ColumnSource};
-pub use column_cache::{ColumnCache, DEFAULT_COLUMN_CACHE_BYTES};
 pub use exec::IcebergScanExec;
 pub use footer_rewrite::{FooterRewrite, FooterRewritingReaderFactory};
 pub use leaf_projection::{LeafProjectingReaderFactory, LeafProjection};

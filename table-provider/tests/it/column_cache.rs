@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use common::{
-    find_scan, query, run_ddl, session, session_with_planner, sorted_rows, warehouse_with_db,
-    write_count,
+    find_scan, query, run_ddl, run_plan, session, session_with_planner, sorted_rows,
+    warehouse_with_db, write_count,
 };
-use datafusion::physical_plan::{ExecutionPlan, collect};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use petrel_table_provider::{Catalog, ColumnCache, ScanPlanner};
@@ -50,16 +50,7 @@ struct Counted {
 
 /// Runs `sql` and counts what its scan did.
 async fn run_counting(ctx: &SessionContext, sql: &str) -> Counted {
-    let plan = ctx
-        .sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .create_physical_plan()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let batches = collect(Arc::clone(&plan), ctx.task_ctx())
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let (plan, batches) = run_plan(ctx, sql).await;
     let count = |plan: &Arc<dyn ExecutionPlan>, name: &str| {
         find_scan(plan)
             .and_then(|scan| scan.metrics())

@@ -202,6 +202,9 @@ async fn a_repeated_scan_takes_every_file_from_the_cache_with_the_same_rows() {
     let again = run_counting(&ctx, all).await;
     assert_eq!((again.hit, again.read), (first.files, 0));
     assert_eq!(sorted_rows(&ctx, all).await, want);
+    // The same batch schema as a read gives, field metadata (ids) included.
+    let read = run_counting(&plain, all).await;
+    assert_eq!(again.batches[0].schema(), read.batches[0].schema());
 
     // Other columns than the summary's, in another order: served by the same entries.
     let other = run_counting(&ctx, "SELECT count(name), sum(k) FROM iceberg.db.t").await;

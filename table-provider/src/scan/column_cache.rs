@@ -4,8 +4,8 @@
 //! pages (zstd alone is about 60% of a `sum` over a lineitem-like table), and dashboards run
 //! the same scans again and again over files that never change. So the columns a scan decodes
 //! are kept, as the Arrow arrays it produced, in a cache bounded by their memory: the next scan
-//! of the same file and column takes them instead of reading the file. ClickHouse's
-//! uncompressed cache and the decoded caches of Snowflake and Dremio do the same.
+//! of the same file and column takes them instead of reading the file (ClickHouse's
+//! uncompressed cache keeps decompressed blocks for the same reason).
 //!
 //! An entry is one column of one data file as one scan partition reads it: the arrays of its
 //! batches, in order. Its key names everything that decides those arrays:
@@ -33,8 +33,9 @@
 //! a file read once (an export, a one-off scan, the first query after a start) costs nothing
 //! more, and a scan none of whose files is cached or read before runs exactly as without the
 //! cache (DataFusion's scan opens the next file while one streams). Entries are then admitted
-//! and evicted by `moka` (TinyLFU: a large scan does not push out columns that are read often). Lookups are counted per file ([`ColumnCache::stats`]) and each scan
-//! reports `column_cache_files_hit` / `column_cache_files_read` in `EXPLAIN ANALYZE`.
+//! and evicted by `moka` (TinyLFU: a large scan does not push out columns that are read
+//! often). Lookups are counted per file ([`ColumnCache::stats`]) and each scan reports
+//! `column_cache_files_hit` / `column_cache_files_read` in `EXPLAIN ANALYZE`.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::pin::Pin;

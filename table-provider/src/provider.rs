@@ -611,9 +611,9 @@ impl IcebergTableProvider {
             None => (0..full_schema.fields().len()).collect(),
         };
         let projected_schema = Arc::new(full_schema.project(&requested)?);
+        let whole_files = self.reads_whole_files(filters, limit)?;
         let statistics = if statistics {
-            self.exact_statistics(plan, filters, limit, &requested)
-                .await?
+            self.exact_statistics(plan, whole_files, &requested).await?
         } else {
             None
         };
@@ -777,15 +777,8 @@ impl IcebergTableProvider {
                 Some(extra) => inner_columns + extra,
             })
             .collect();
-        // The decoded-column cache serves scans that read every row of their files: no
-        // limit, and no filter but those the planner decided exactly by partition values.
-        let every_row = limit.is_none() && {
-            let filters: Vec<&Expr> = filters.iter().collect();
-            self.supports_filters_pushdown(&filters)?
-                .iter()
-                .all(|f| *f == TableProviderFilterPushDown::Exact)
-        };
-        let column_cache = (every_row && !positional && self.planner.column_cache().enabled())
+        // The decoded-column cache serves scans that read every row of their files.
+        let column_cache = (whole_files && !positional && self.planner.column_cache().enabled())
             .then(|| {
                 let metadata = self.table.metadata();
                 let counter = |name| MetricBuilder::new(&metrics).global_counter(name);
@@ -853,24 +846,31 @@ impl IcebergTableProvider {
 }
 
 impl IcebergTableProvider {
+    /// Whether a scan with `filters` and `limit` reads every row of the files it plans: no
+    /// limit, and every filter decided exactly by partition values (true of every row of a
+    /// planned file).
+    fn reads_whole_files(&self, filters: &[Expr], limit: Option<usize>) -> DFResult<bool> {
+        if limit.is_some() {
+            return Ok(false);
+        }
+        let filters: Vec<&Expr> = filters.iter().collect();
+        Ok(self
+            .supports_filters_pushdown(&filters)?
+            .iter()
+            .all(|f| *f == TableProviderFilterPushDown::Exact))
+    }
+
     /// The exact statistics of the rows a scan of `plan` returns (columns `requested`), from
-    /// the manifests: only for a scan of whole files (no limit, every filter exact, not
-    /// positional or restricted to some files).
+    /// the manifests: only for a scan of `whole_files` (`reads_whole_files`), not positional or
+    /// restricted to some files.
     async fn exact_statistics(
         &self,
         plan: &ScanPlan,
-        filters: &[Expr],
-        limit: Option<usize>,
+        whole_files: bool,
         requested: &[usize],
     ) -> DFResult<Option<datafusion::common::Statistics>> {
-        let filters: Vec<&Expr> = filters.iter().collect();
-        let exact_filters = self
-            .supports_filters_pushdown(&filters)?
-            .iter()
-            .all(|f| *f == TableProviderFilterPushDown::Exact);
-        if limit.is_some()
+        if !whole_files
             || plan.metrics.stopped_by_limit
-            || !exact_filters
             || self.only_files.is_some()
             || self.positional_schema.is_some()
         {

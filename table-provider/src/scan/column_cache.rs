@@ -46,7 +46,7 @@ use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result as DFResult;
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::{FileGroup, FileScanConfig};
+use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::TaskContext;
 use datafusion::physical_plan::ExecutionPlan;
@@ -55,6 +55,7 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use moka::sync::Cache;
 
+use super::reader::files_only;
 use crate::cache_stats::{CacheCounters, CacheStats, moka_stats};
 use crate::spec::FIELD_ID_KEY;
 
@@ -166,16 +167,6 @@ impl ColumnCache {
                 hits: self.lookups.hits(),
                 misses: self.lookups.misses(),
             },
-        }
-    }
-
-    /// Drops everything: the next scans read their files again.
-    pub fn clear(&self) {
-        if let Some(columns) = &self.columns {
-            columns.invalidate_all();
-        }
-        if let Some(seen) = &self.seen {
-            seen.invalidate_all();
         }
     }
 }
@@ -406,11 +397,11 @@ fn read_file(
     file: PartitionedFile,
     context: Arc<TaskContext>,
 ) -> DFResult<BoxStream<'static, DFResult<RecordBatch>>> {
-    let mut config = config.clone();
-    config.file_groups = vec![FileGroup::new(vec![file])];
-    Ok(DataSourceExec::from_data_source(config)
-        .execute(0, context)?
-        .boxed())
+    Ok(
+        DataSourceExec::from_data_source(files_only(config, vec![file]))
+            .execute(0, context)?
+            .boxed(),
+    )
 }
 
 /// A file's columns being collected while it is read.

@@ -136,7 +136,7 @@ impl IcebergScanExec {
     /// the merge spec carries the cache); the caller vouches that it reads every row of its
     /// files: no limit, no filter that is not decided by partition values.
     pub(crate) fn with_column_cache(mut self, columns: CachedScan) -> Self {
-        self.columns = columns.cache.enabled().then_some(columns);
+        self.columns = Some(columns);
         self
     }
 

@@ -39,11 +39,11 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::physical_plan::parquet::{
     PagePruningAccessPlanFilter, ParquetAccessPlan, ParquetFileMetrics, RowGroupAccessPlanFilter,
     apply_file_schema_type_coercions,
 };
-use datafusion::datasource::physical_plan::{FileGroup, FileScanConfig};
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::PhysicalExpr;
@@ -58,6 +58,7 @@ use parquet::file::metadata::ParquetMetaData;
 
 use super::column_cache::CachedScan;
 use super::nan_safe_stats::{NanFreeColumns, nan_safe_metadata};
+use super::reader::files_only;
 use roaring::RoaringTreemap;
 
 use crate::deletes::{
@@ -98,16 +99,10 @@ pub struct MergeSpec {
     /// appended (as its last two columns, which `output` may then pick).
     pub positional: bool,
     /// The decoded-column cache, when the scan reads every row of its files (no limit, no
-    /// filter but ones partition values decide): files with positional deletes take their
-    /// columns from it and drop their deleted rows with a keep-mask.
+    /// filter but ones partition values decide; never a positional scan): files with
+    /// positional deletes take their columns from it and drop their deleted rows with a
+    /// keep-mask.
     pub(crate) columns: Option<CachedScan>,
-}
-
-/// The scan `config` over `files` only, as its one partition.
-fn with_files(config: &FileScanConfig, files: Vec<PartitionedFile>) -> FileScanConfig {
-    let mut config = config.clone();
-    config.file_groups = vec![FileGroup::new(files)];
-    config
 }
 
 /// A run of a partition's files read by one Parquet scan.
@@ -237,17 +232,14 @@ async fn open_run(
     metrics: &ExecutionPlanMetricsSet,
 ) -> DFResult<BoxStream<'static, DFResult<RecordBatch>>> {
     let scan = |config: &FileScanConfig, files: Vec<PartitionedFile>, ctx: Arc<TaskContext>| {
-        let mut config = config.clone();
-        config.file_groups = vec![FileGroup::new(files)];
-        DataSourceExec::from_data_source(config).execute(0, ctx)
+        DataSourceExec::from_data_source(files_only(config, files)).execute(0, ctx)
     };
     let (file, index) = match run {
         Run::Plain(files) => {
             // Whole files: their columns may come from the decoded-column cache.
             if let Some(columns) = &spec.columns
-                && !spec.positional
                 && let Some(stream) = columns.partition_stream(
-                    &with_files(&spec.unfiltered, files.clone()),
+                    &files_only(&spec.unfiltered, files.clone()),
                     0,
                     Arc::clone(&ctx),
                 )
@@ -273,49 +265,25 @@ async fn open_run(
         None => return Ok(scan(filtered, vec![file], ctx)?.boxed()),
     };
     let metadata = merge.data_file_metadata(index, &ctx).await?;
-    // Read whole (no equality positions being recorded, not a positional scan): the columns of
-    // the file's row groups in its byte range may come from the decoded-column cache, deleted
-    // rows masked.
+    // Read whole (no equality positions being recorded): the columns of the file's row groups
+    // in its byte range may come from the decoded-column cache, deleted rows masked.
     if let Some(columns) = &spec.columns
         && record.is_none()
-        && !spec.positional
+        && let Some(stream) = columns.file_stream(&spec.unfiltered, file.clone(), Arc::clone(&ctx))
     {
-        let row_groups = metadata.row_groups();
-        let mut in_range =
-            RowGroupAccessPlanFilter::new(ParquetAccessPlan::new_all(row_groups.len()));
-        if let Some(range) = &file.range {
-            in_range.prune_by_range(row_groups, range);
-        }
-        let read: Vec<bool> = in_range
+        let read: Vec<bool> = row_groups_in_range(&metadata, &file)
             .build()
             .inner()
             .iter()
             .map(|a| a.should_scan())
             .collect();
-        let rows: Vec<u64> = row_groups
-            .iter()
-            .map(|g| g.num_rows().max(0) as u64)
-            .collect();
-        if let Some(stream) = columns.file_stream(&spec.unfiltered, file.clone(), Arc::clone(&ctx))
-        {
-            let mut filter = PositionFilter::new(&whole_groups_plan(&deleted, &rows, &read));
-            return Ok(stream
-                .map(move |batch| {
-                    let (batch, removed) = filter.apply(batch?)?;
-                    merge.record_removed_in(index, removed);
-                    Ok(batch)
-                })
-                .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
-                .boxed());
-        }
+        let plan = whole_groups_plan(&deleted, &row_group_rows(&metadata), &read);
+        return Ok(masked(stream, PositionFilter::new(&plan), merge, index));
     }
     let object_path = file.object_meta.location.as_ref();
     let metadata = nan_safe_metadata(metadata, |id| spec.nan_free.is_nan_free(object_path, id));
     let row_groups = metadata.row_groups();
-    let mut pruned = RowGroupAccessPlanFilter::new(ParquetAccessPlan::new_all(row_groups.len()));
-    if let Some(range) = &file.range {
-        pruned.prune_by_range(row_groups, range);
-    }
+    let mut pruned = row_groups_in_range(&metadata, &file);
     let predicate = file_predicate(spec, &metadata);
     let file_metrics = predicate
         .as_ref()
@@ -342,10 +310,7 @@ async fn open_run(
                 file_metrics,
             );
     }
-    let rows: Vec<u64> = row_groups
-        .iter()
-        .map(|g| g.num_rows().max(0) as u64)
-        .collect();
+    let rows = row_group_rows(&metadata);
     let reads: Vec<GroupRead> = pruned
         .inner()
         .iter()
@@ -383,14 +348,48 @@ async fn open_run(
             .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
             .boxed());
     }
-    Ok(stream
+    Ok(masked(stream.boxed(), filter, merge, index))
+}
+
+/// The batches of `stream` (data file `index`'s) with the rows `filter` masks dropped (and
+/// counted), empty batches left out.
+fn masked(
+    stream: BoxStream<'static, DFResult<RecordBatch>>,
+    mut filter: PositionFilter,
+    merge: Arc<MergeOnRead>,
+    index: usize,
+) -> BoxStream<'static, DFResult<RecordBatch>> {
+    stream
         .map(move |batch| {
             let (batch, removed) = filter.apply(batch?)?;
             merge.record_removed_in(index, removed);
             Ok(batch)
         })
         .try_filter(|batch| futures::future::ready(batch.num_rows() > 0))
-        .boxed())
+        .boxed()
+}
+
+/// The row groups of `metadata` a read of `file` covers: those starting in its byte range, as
+/// DataFusion's Parquet opener decides.
+fn row_groups_in_range(
+    metadata: &ParquetMetaData,
+    file: &PartitionedFile,
+) -> RowGroupAccessPlanFilter {
+    let row_groups = metadata.row_groups();
+    let mut in_range = RowGroupAccessPlanFilter::new(ParquetAccessPlan::new_all(row_groups.len()));
+    if let Some(range) = &file.range {
+        in_range.prune_by_range(row_groups, range);
+    }
+    in_range
+}
+
+/// The rows of each row group of `metadata`.
+fn row_group_rows(metadata: &ParquetMetaData) -> Vec<u64> {
+    metadata
+        .row_groups()
+        .iter()
+        .map(|g| g.num_rows().max(0) as u64)
+        .collect()
 }
 
 /// The batches of a run recording data file `index`'s equality-deleted positions: each batch's

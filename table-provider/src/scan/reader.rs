@@ -1,7 +1,7 @@
 //! Parquet readers for scans: DataFusion's cached reader factory (footers and page indexes
 //! reused across queries through the runtime's file-metadata cache), with every read error
-//! naming the data file it came from; and [`partitioned_file`], how a data file's object path
-//! reaches DataFusion unchanged.
+//! naming the data file it came from; [`partitioned_file`], how a data file's object path
+//! reaches DataFusion unchanged; and [`files_only`], a scan narrowed to some of its files.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use datafusion::common::Result as DFResult;
 use datafusion::datasource::listing::PartitionedFile;
-use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfig, ParquetFileReaderFactory};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::FutureExt;
@@ -34,6 +34,14 @@ pub(crate) fn partitioned_file(path: Path, size: u64) -> PartitionedFile {
         e_tag: None,
         version: None,
     })
+}
+
+/// The scan `config` over `files` only, as its one partition (a run of a partition's files,
+/// or one file read alone).
+pub(crate) fn files_only(config: &FileScanConfig, files: Vec<PartitionedFile>) -> FileScanConfig {
+    let mut config = config.clone();
+    config.file_groups = vec![FileGroup::new(files)];
+    config
 }
 
 /// Wraps a reader factory so that errors say which data file failed, by its full location

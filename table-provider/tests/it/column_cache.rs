@@ -84,6 +84,17 @@ async fn read_twice(ctx: &SessionContext, sql: &str, want: Option<&str>) -> Coun
     runs.pop().expect("two runs")
 }
 
+/// `SELECT *` of table `t`: the rows `want` (sorted) before and after a run whose `files`
+/// files (or ranges) are all served from the cache; that run.
+async fn all_rows_served(ctx: &SessionContext, want: &[String], files: usize) -> Counted {
+    let all = "SELECT * FROM iceberg.db.t";
+    assert_eq!(sorted_rows(ctx, all).await, want);
+    let served = run_counting(ctx, all).await;
+    assert_eq!((served.hit, served.read), (files, 0), "{all}");
+    assert_eq!(sorted_rows(ctx, all).await, want);
+    served
+}
+
 /// The table's rows as `INSERT`s of `ROWS` rows starting at each of `firsts` write them.
 fn insert_sql(table: &str, first: i64) -> String {
     format!(
@@ -198,10 +209,7 @@ async fn a_repeated_scan_takes_every_file_from_the_cache_with_the_same_rows() {
     let all = "SELECT * FROM iceberg.db.t";
     let want = sorted_rows(&plain, all).await;
     assert_eq!(want.len(), 3 * ROWS as usize);
-    assert_eq!(sorted_rows(&ctx, all).await, want);
-    let again = run_counting(&ctx, all).await;
-    assert_eq!((again.hit, again.read), (first.files, 0));
-    assert_eq!(sorted_rows(&ctx, all).await, want);
+    let again = all_rows_served(&ctx, &want, first.files).await;
     // The same batch schema as a read gives, field metadata (ids) included.
     let read = run_counting(&plain, all).await;
     assert_eq!(again.batches[0].schema(), read.batches[0].schema());
@@ -270,10 +278,7 @@ async fn files_with_position_deletes_are_kept_whole_and_masked() {
     assert_eq!(summary_of(&second.batches), expected);
     assert_eq!((second.hit, second.read), (first.files, 0));
     // Every column of every row left, from the cache and masked, as a read without it gives.
-    assert_eq!(sorted_rows(&ctx, all).await, want);
-    let again = run_counting(&ctx, all).await;
-    assert_eq!((again.hit, again.read), (first.files, 0));
-    assert_eq!(sorted_rows(&ctx, all).await, want);
+    all_rows_served(&ctx, &want, first.files).await;
 }
 
 /// The deletes of [`delete_rows`]: single rows, a run longer than the reader's skip threshold
@@ -358,10 +363,7 @@ async fn byte_ranges_of_files_with_deletes_are_kept_each_and_masked() {
     let second = run_counting(&ctx, SUMMARY).await;
     assert_eq!(summary_of(&second.batches), expected);
     assert_eq!((second.hit, second.read), (first.read, 0));
-    assert_eq!(sorted_rows(&ctx, all).await, want);
-    let again = run_counting(&ctx, all).await;
-    assert_eq!((again.hit, again.read), (first.read, 0));
-    assert_eq!(sorted_rows(&ctx, all).await, want);
+    all_rows_served(&ctx, &want, first.read).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,6 +39,7 @@ use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr_adapter::PhysicalExprAdapterFactory;
+use datafusion::physical_optimizer::pruning::PruningPredicate;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::empty::EmptyExec;
@@ -57,9 +58,9 @@ use crate::plan::{
     SplitSettings, regroup, scan_bytes,
 };
 use crate::scan::{
-    CachedScan, ColumnSource, FILE_PATH_COLUMN, FieldIdAdapterFactory, IcebergScanExec, MergeSpec,
-    NamedFileReaderFactory, NanFreeColumns, NanSafeReaderFactory, POSITION_COLUMN, ScanRecipe,
-    TableRecipe, metadata_statistics, partitioned_file,
+    CachedScan, ColumnSource, FILE_PATH_COLUMN, FieldIdAdapterFactory, FilteredScan,
+    IcebergScanExec, MergeSpec, NamedFileReaderFactory, NanFreeColumns, NanSafeReaderFactory,
+    POSITION_COLUMN, ScanRecipe, TableRecipe, metadata_statistics, partitioned_file,
 };
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 use crate::write::data_file_writer::WriteSettings;
@@ -763,7 +764,7 @@ impl IcebergTableProvider {
                 })
         };
         let config = config_of(source, groups)?;
-        let unfiltered = config_of(unfiltered_source, vec![])?;
+        let unfiltered = Arc::new(config_of(unfiltered_source, vec![])?);
         let input: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
         let metrics = ExecutionPlanMetricsSet::new();
         // Where each requested column is in the merge stream's inner batches: the table
@@ -777,24 +778,42 @@ impl IcebergTableProvider {
                 Some(extra) => inner_columns + extra,
             })
             .collect();
-        // The decoded-column cache serves scans that read every row of their files.
-        let column_cache = (whole_files && !positional && self.planner.column_cache().enabled())
-            .then(|| {
-                let metadata = self.table.metadata();
-                let counter = |name| MetricBuilder::new(&metrics).global_counter(name);
-                CachedScan {
-                    hit: counter("column_cache_files_hit"),
-                    read: counter("column_cache_files_read"),
-                    cache: self.planner.column_cache().clone(),
-                    source: Arc::new(ColumnSource::new(
-                        metadata.uuid().to_string(),
-                        metadata
-                            .properties()
-                            .get("schema.name-mapping.default")
-                            .map(String::as_str),
-                    )),
-                }
+        // The decoded-column cache serves scans that read every row of their files, and
+        // scans with filters on data but without deletes or a limit.
+        let filtered_cache = !whole_files && limit.is_none() && deletes.is_empty();
+        let column_cache = ((whole_files || filtered_cache)
+            && !positional
+            && self.planner.column_cache().enabled())
+        .then(|| {
+            let metadata = self.table.metadata();
+            let counter = |name| MetricBuilder::new(&metrics).global_counter(name);
+            let filtered = filtered_cache.then(|| FilteredScan {
+                pruning: predicate
+                    .as_ref()
+                    .and_then(|p| {
+                        PruningPredicate::try_new(Arc::clone(p), Arc::clone(&self.arrow_schema))
+                            .ok()
+                    })
+                    .filter(|p| !p.always_true())
+                    .map(Arc::new),
+                unfiltered: Arc::clone(&unfiltered),
+                footers: runtime.cache_manager.get_file_metadata_cache(),
+                pruned: counter("column_cache_batches_pruned"),
             });
+            CachedScan {
+                hit: counter("column_cache_files_hit"),
+                read: counter("column_cache_files_read"),
+                cache: self.planner.column_cache().clone(),
+                source: Arc::new(ColumnSource::new(
+                    metadata.uuid().to_string(),
+                    metadata
+                        .properties()
+                        .get("schema.name-mapping.default")
+                        .map(String::as_str),
+                )),
+                filtered,
+            }
+        });
         let merge = (!deletes.is_empty() || positional).then(|| {
             let merge = MergeOnRead::new(
                 table_name.clone(),
@@ -820,13 +839,14 @@ impl IcebergTableProvider {
                 merge: Arc::new(merge),
                 output,
                 schema: Arc::clone(&projected_schema),
-                unfiltered: Arc::new(unfiltered),
+                unfiltered,
                 predicate,
                 file_schema: Arc::clone(&self.arrow_schema),
                 adapter,
                 nan_free,
                 positional,
-                columns: column_cache.clone(),
+                // Merge scans use the cache only when they read whole files.
+                columns: column_cache.clone().filter(|c| c.filtered.is_none()),
             }
         });
         let mut scan = IcebergScanExec::with_metrics(

@@ -17,14 +17,27 @@
 //!   another entry), and the table (its UUID and name mapping: a column absent from a file
 //!   reads as the table's default, and a file without field ids is mapped by name).
 //!
-//! Only scans that read every row of their files use the cache: no limit, no struct
-//! narrowing, no filter other than ones the planner decided exactly by partition values (those
-//! hold for every row of every planned file), not a positional scan (DELETE, UPDATE, MERGE),
-//! and the Parquet scan right below the Iceberg scan (a sort pushed between them, as DataFusion
-//! does for an `ORDER BY` right above a scan, keeps the usual read). Deletes do not stop it: a
+//! Scans that read every row of their files use the cache: no limit, no struct narrowing,
+//! no filter other than ones the planner decided exactly by partition values (those hold for
+//! every row of every planned file), not a positional scan (DELETE, UPDATE, MERGE), and the
+//! Parquet scan right below the Iceberg scan (a sort pushed between them, as DataFusion does
+//! for an `ORDER BY` right above a scan, keeps the usual read). Deletes do not stop it: a
 //! file with position deletes, a deletion vector or equality-deleted positions already known is
 //! kept whole and its deleted rows are masked out of the cached batches (`merge_stream`); only
 //! files whose equality deletes are still probed (or recorded) are read as before.
+//!
+//! Scans with filters on data ([`FilteredScan`]: dashboards' filtered queries, point lookups)
+//! use it too when they have no deletes and no limit. A file whose columns are all cached is
+//! served from them, without the batches the filters rule out by the batches' zone maps (min,
+//! max and null count of each cached batch, `column_zones`); the filter above the scan applies
+//! to the rows that remain, as it does to what the Parquet reader returns. Such a scan keeps a
+//! file's columns only into free space: from the file's second read on (by any scan) it reads
+//! the file whole, without its filters, when the columns' estimated size (the file's rows, from
+//! its cached footer, times the columns' widths) fits in what the cache has free and in one
+//! file's share. So it does not push entries out: once the cache is full only whole reads
+//! replace entries, and lookups over a table larger than the cache never make each lookup
+//! decode whole files. A file whose columns turn out larger than the room they were given is
+//! not tried again that way.
 //!
 //! A file's columns are served from the cache when every projected column is there. Otherwise
 //! the file is read, and its columns are kept once it has been read to its end — but only from
@@ -34,12 +47,16 @@
 //! more, and a scan none of whose files is cached or read before runs exactly as without the
 //! cache (DataFusion's scan opens the next file while one streams). Entries are then admitted
 //! and evicted by `moka` (TinyLFU: a large scan does not push out columns that are read
-//! often). Lookups are counted per file ([`ColumnCache::stats`]) and each scan reports
-//! `column_cache_files_hit` / `column_cache_files_read` in `EXPLAIN ANALYZE`.
+//! often). One scan at a time keeps a given file: concurrent scans of it read it as usual
+//! meanwhile instead of decoding the same columns to keep them twice. Lookups are counted per
+//! file ([`ColumnCache::stats`]) and each scan reports `column_cache_files_hit` /
+//! `column_cache_files_read` (and, with filters, `column_cache_batches_pruned`) in `EXPLAIN
+//! ANALYZE`.
 
+use std::collections::HashSet;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
@@ -47,25 +64,33 @@ use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::Result as DFResult;
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::physical_plan::parquet::metadata::CachedParquetMetaData;
 use datafusion::datasource::source::DataSourceExec;
 use datafusion::execution::TaskContext;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use datafusion::physical_optimizer::pruning::PruningPredicate;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::metrics::Count;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use moka::sync::Cache;
 
+use super::column_zones::{BatchZones, ColumnZones};
 use super::reader::files_only;
 use crate::cache_stats::{CacheCounters, CacheStats, moka_stats};
 use crate::spec::FIELD_ID_KEY;
 
-/// How many files read whole the cache remembers (to keep a file's columns from its second
-/// whole read on).
+/// How many files read before the cache remembers (to keep a file's columns from its second
+/// read on), and how many files it remembers as declined by filtered scans.
 const SEEN_FILES: u64 = 64 * 1024;
 
 /// One file's columns are kept only while they take at most this share of the capacity (one
 /// in this many): a file that would push out most of the cache is read as usual.
 const MAX_FILE_SHARE: u64 = 4;
+
+/// The bytes a value of a variable-width type (strings, binaries, nested) is estimated to
+/// take decoded, offsets included, when a filtered scan decides whether a file fits.
+const VARIABLE_WIDTH: u64 = 32;
 
 /// Which table a scan reads, as far as its decoded columns depend on it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -105,10 +130,11 @@ struct ColumnKey {
     data_type: DataType,
 }
 
-/// The arrays of one column's batches, in order.
+/// The arrays of one column's batches, in order, and their zones.
 #[derive(Debug)]
 struct CachedColumn {
     chunks: Vec<ArrayRef>,
+    zones: Option<ColumnZones>,
     bytes: usize,
 }
 
@@ -116,9 +142,15 @@ struct CachedColumn {
 #[derive(Debug, Clone)]
 pub struct ColumnCache {
     columns: Option<Cache<ColumnKey, Arc<CachedColumn>>>,
-    /// Files read whole before (hashes of their source, location, size, range and batch size):
-    /// a file's columns are kept from its second whole read on.
+    /// Files read before (hashes of their source, location, size, range and batch size): a
+    /// file's columns are kept from its second read on.
     seen: Option<Cache<u64, ()>>,
+    /// Files whose columns a filtered scan found larger than the room it had for them: not
+    /// read whole for filtered scans again.
+    declined: Option<Cache<u64, ()>>,
+    /// Files being read to be kept: another scan reads them as usual meanwhile, rather than
+    /// decoding and keeping the same columns twice.
+    filling: Arc<Mutex<HashSet<u64>>>,
     capacity_bytes: u64,
     lookups: CacheCounters,
 }
@@ -142,9 +174,12 @@ impl ColumnCache {
                 .build()
         });
         let seen = (capacity_bytes > 0).then(|| Cache::new(SEEN_FILES));
+        let declined = (capacity_bytes > 0).then(|| Cache::new(SEEN_FILES));
         Self {
             columns,
             seen,
+            declined,
+            filling: Arc::default(),
             capacity_bytes,
             lookups: CacheCounters::default(),
         }
@@ -179,15 +214,33 @@ pub(crate) struct CachedScan {
     pub(crate) source: Arc<ColumnSource>,
     pub(crate) hit: Count,
     pub(crate) read: Count,
+    /// For a scan with filters on data (module docs); `None`: the scan reads every row of
+    /// its files.
+    pub(crate) filtered: Option<FilteredScan>,
+}
+
+/// What a scan with filters on data needs to use the cache (module docs).
+#[derive(Debug, Clone)]
+pub(crate) struct FilteredScan {
+    /// The scan's filters over the table's columns, to skip cached batches by their zones
+    /// (`None`: they cannot skip any).
+    pub(crate) pruning: Option<Arc<PruningPredicate>>,
+    /// The same scan without its filters (its files aside): how a file is read whole to be
+    /// kept.
+    pub(crate) unfiltered: Arc<FileScanConfig>,
+    /// The footers the scan's readers cache: a file's rows, for its columns' estimated size.
+    pub(crate) footers: Arc<dyn FileMetadataCache>,
+    /// Cached batches skipped by their zones.
+    pub(crate) pruned: Count,
 }
 
 impl CachedScan {
     /// The batches of partition `partition` of the Parquet scan `config`: each file's columns
-    /// from the cache when they are all there, a file read whole before read and kept, any
-    /// other read as usual. `None` when the scan should run as usual: it reads no column or a
-    /// column without a field id, or none of its files is in the cache or was read before
-    /// (they are now marked as read: the usual scan keeps opening the next file while one
-    /// streams, and keeps no batch).
+    /// from the cache when they are all there, a file read before read and kept (when it
+    /// fits: module docs), any other read as usual. `None` when the scan should run as usual:
+    /// it reads no column or a column without a field id, or none of its files is in the
+    /// cache or to be kept (they are now marked as read: the usual scan keeps opening the
+    /// next file while one streams, and keeps no batch).
     pub(crate) fn partition_stream(
         &self,
         config: &FileScanConfig,
@@ -208,10 +261,7 @@ impl CachedScan {
                 (file, plan)
             })
             .collect();
-        if plans
-            .iter()
-            .all(|(_, plan)| matches!(plan, FilePlan::FirstRead))
-        {
+        if plans.iter().all(|(_, plan)| matches!(plan, FilePlan::Read)) {
             return None;
         }
         let batches = futures::stream::iter(plans)
@@ -231,7 +281,7 @@ impl CachedScan {
     ) -> Option<BoxStream<'static, DFResult<RecordBatch>>> {
         let reader = self.file_reader(config)?;
         match reader.plan(&file, context.session_config().batch_size()) {
-            FilePlan::FirstRead => None,
+            FilePlan::Read => None,
             plan => Some(reader.stream(file, plan, context)),
         }
     }
@@ -239,6 +289,7 @@ impl CachedScan {
     fn file_reader(&self, config: &FileScanConfig) -> Option<FileReader> {
         let columns = self.cache.columns.clone()?;
         let seen = self.cache.seen.clone()?;
+        let declined = self.cache.declined.clone()?;
         let schema = config.projected_schema().ok()?;
         let field_ids = schema
             .fields()
@@ -249,11 +300,24 @@ impl CachedScan {
         if field_ids.is_empty() {
             return None;
         }
+        // How a file is read to be kept: as the scan reads it, or without its filters (only
+        // when that is the same scan otherwise: the same columns, as the same types).
+        let fill = match &self.filtered {
+            None => Some(Arc::new(config.clone())),
+            Some(filtered) => filtered
+                .unfiltered
+                .projected_schema()
+                .ok()
+                .filter(|s| *s == schema)
+                .map(|_| Arc::clone(&filtered.unfiltered)),
+        };
         Some(FileReader {
             columns,
             seen,
+            declined,
             scan: self.clone(),
             config: Arc::new(config.clone()),
+            fill,
             store: config.object_store_url.as_str().to_string(),
             schema,
             field_ids: field_ids.into(),
@@ -265,12 +329,19 @@ impl CachedScan {
 
 /// What to do with one file of a scan.
 enum FilePlan {
-    /// Every column is in the cache: these batches.
+    /// Its columns are in the cache: these batches (without those a filter rules out).
     Cached(Vec<RecordBatch>),
-    /// Read whole before: read it and keep its columns under these keys.
-    Keep(Vec<ColumnKey>),
-    /// Not read whole before (now marked as read): read it, keep nothing.
-    FirstRead,
+    /// Read before: read it whole and keep its columns under `keys`, unless they take more
+    /// than `max_bytes` (then a filtered scan declines the file: `decline`, its hash); no
+    /// other scan keeps it meanwhile (`guard`).
+    Keep {
+        keys: Vec<ColumnKey>,
+        max_bytes: usize,
+        decline: Option<u64>,
+        guard: FillGuard,
+    },
+    /// Read it as the scan does, keep nothing (a first read: now marked as read).
+    Read,
 }
 
 /// Reads files of one Parquet scan through the cache.
@@ -278,8 +349,11 @@ enum FilePlan {
 struct FileReader {
     columns: Cache<ColumnKey, Arc<CachedColumn>>,
     seen: Cache<u64, ()>,
+    declined: Cache<u64, ()>,
     scan: CachedScan,
     config: Arc<FileScanConfig>,
+    /// How a file is read to be kept (`None`: it cannot be).
+    fill: Option<Arc<FileScanConfig>>,
     store: String,
     schema: SchemaRef,
     field_ids: Arc<[i32]>,
@@ -305,22 +379,132 @@ impl FileReader {
             })
             .collect();
         let lookups = &self.scan.cache.lookups;
-        if let Some(batches) = lookups.observe(cached_batches(&self.columns, &keys, &self.schema)) {
+        if let Some(found) = lookups.observe(cached_columns(&self.columns, &keys)) {
             self.scan.hit.add(1);
-            return FilePlan::Cached(batches);
+            return FilePlan::Cached(self.batches(&found));
         }
         self.scan.read.add(1);
-        // The file as read whole by a scan (whatever its columns).
+        // The file as read by a scan (whatever its columns and filters).
         let mut hasher = DefaultHasher::new();
         (&self.scan.source, &location, file.object_meta.size).hash(&mut hasher);
         (keys[0].range, batch_rows).hash(&mut hasher);
-        let read_whole = hasher.finish();
-        if self.seen.contains_key(&read_whole) {
-            FilePlan::Keep(keys)
-        } else {
-            self.seen.insert(read_whole, ());
-            FilePlan::FirstRead
+        let read_before = hasher.finish();
+        if !self.seen.contains_key(&read_before) {
+            self.seen.insert(read_before, ());
+            return FilePlan::Read;
         }
+        let Some(filtered) = &self.scan.filtered else {
+            return match FillGuard::take(&self.scan.cache.filling, read_before) {
+                Some(guard) => FilePlan::Keep {
+                    keys,
+                    max_bytes: self.max_file_bytes,
+                    decline: None,
+                    guard,
+                },
+                None => FilePlan::Read,
+            };
+        };
+        if self.fill.is_none() || self.declined.contains_key(&read_before) {
+            return FilePlan::Read;
+        }
+        // Into free space only (module docs).
+        let free = self
+            .scan
+            .cache
+            .capacity_bytes
+            .saturating_sub(self.columns.weighted_size());
+        let room = self
+            .max_file_bytes
+            .min(usize::try_from(free).unwrap_or(usize::MAX));
+        let fits = self
+            .estimated_bytes(file, filtered)
+            .is_some_and(|estimate| estimate <= room as u64);
+        match fits
+            .then(|| FillGuard::take(&self.scan.cache.filling, read_before))
+            .flatten()
+        {
+            Some(guard) => FilePlan::Keep {
+                keys,
+                max_bytes: room,
+                decline: Some(read_before),
+                guard,
+            },
+            None => FilePlan::Read,
+        }
+    }
+
+    /// The batches of a file whose columns are `found`, without those a filtered scan's
+    /// filters rule out by their zones.
+    fn batches(&self, found: &[Arc<CachedColumn>]) -> Vec<RecordBatch> {
+        let lengths: Vec<usize> = found
+            .first()
+            .map(|c| c.chunks.iter().map(|a| a.len()).collect())
+            .unwrap_or_default();
+        let keep = self
+            .scan
+            .filtered
+            .as_ref()
+            .and_then(|f| {
+                let zones = found.iter().map(|c| c.zones.as_ref()).collect();
+                let batches = BatchZones::new(&self.schema, zones, &lengths);
+                let keep = f.pruning.as_ref()?.prune(&batches).ok()?;
+                f.pruned.add(keep.iter().filter(|k| !**k).count());
+                Some(keep)
+            })
+            .filter(|keep| keep.len() == lengths.len());
+        lengths
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| keep.as_ref().is_none_or(|keep| keep[*i]))
+            .filter_map(|(i, rows)| {
+                let arrays = found.iter().map(|c| Arc::clone(&c.chunks[i])).collect();
+                RecordBatch::try_new_with_options(
+                    Arc::clone(&self.schema),
+                    arrays,
+                    &RecordBatchOptions::new().with_row_count(Some(*rows)),
+                )
+                .ok()
+            })
+            .collect()
+    }
+
+    /// About how many bytes this scan's columns of `file` take decoded: the rows of the row
+    /// groups the file's byte range reads (from the footer its readers cached) times the
+    /// columns' widths. `None` when the footer is not cached.
+    fn estimated_bytes(&self, file: &PartitionedFile, filtered: &FilteredScan) -> Option<u64> {
+        let entry = filtered.footers.get(&file.object_meta.location)?;
+        if !entry.is_valid_for(&file.object_meta) {
+            return None;
+        }
+        let footer = entry
+            .file_metadata
+            .as_any()
+            .downcast_ref::<CachedParquetMetaData>()?
+            .parquet_metadata();
+        // A row group belongs to the range holding its midpoint, as DataFusion assigns them.
+        let rows: i64 = footer
+            .row_groups()
+            .iter()
+            .filter(|group| match &file.range {
+                None => true,
+                Some(range) => {
+                    let start = group.columns().first().map_or(0, |c| c.byte_range().0) as i64;
+                    let middle = start + group.compressed_size() / 2;
+                    range.start <= middle && middle < range.end
+                }
+            })
+            .map(|group| group.num_rows())
+            .sum();
+        let width: u64 = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| match f.data_type() {
+                DataType::Boolean => 1,
+                other => other.primitive_width().map_or(VARIABLE_WIDTH, |w| w as u64),
+            })
+            .sum();
+        Some(u64::try_from(rows).unwrap_or(0) * width)
     }
 
     /// The batches of `file` as `plan` says.
@@ -330,27 +514,40 @@ impl FileReader {
         plan: FilePlan,
         context: Arc<TaskContext>,
     ) -> BoxStream<'static, DFResult<RecordBatch>> {
-        let keys = match plan {
+        let (config, recording) = match plan {
             FilePlan::Cached(batches) => {
                 return futures::stream::iter(batches.into_iter().map(Ok)).boxed();
             }
-            FilePlan::Keep(keys) => Some(keys),
-            FilePlan::FirstRead => None,
+            FilePlan::Keep {
+                keys,
+                max_bytes,
+                decline,
+                guard,
+            } => match &self.fill {
+                Some(fill) => (
+                    fill,
+                    Some(Recording {
+                        columns: self.columns.clone(),
+                        keys,
+                        chunks: Vec::new(),
+                        bytes: 0,
+                        max_bytes,
+                        decline: decline.map(|hash| (self.declined.clone(), hash)),
+                        _guard: guard,
+                    }),
+                ),
+                None => (&self.config, None),
+            },
+            FilePlan::Read => (&self.config, None),
         };
-        let stream = match read_file(&self.config, file, context) {
+        let stream = match read_file(config, file, context) {
             Ok(stream) => stream,
             Err(e) => return futures::stream::once(async move { Err(e) }).boxed(),
         };
-        match keys {
-            Some(keys) => RecordingStream {
+        match recording {
+            Some(recording) => RecordingStream {
                 inner: stream,
-                recording: Some(Recording {
-                    columns: self.columns.clone(),
-                    keys,
-                    chunks: Vec::new(),
-                    bytes: 0,
-                    max_bytes: self.max_file_bytes,
-                }),
+                recording: Some(recording),
             }
             .boxed(),
             None => stream,
@@ -358,37 +555,24 @@ impl FileReader {
     }
 }
 
-/// The batches of one file from the cache: `None` unless every column is there, with the
-/// same batch lengths.
-fn cached_batches(
+/// The cached columns of one file: `None` unless every column is there, with the same batch
+/// lengths.
+fn cached_columns(
     columns: &Cache<ColumnKey, Arc<CachedColumn>>,
     keys: &[ColumnKey],
-    schema: &SchemaRef,
-) -> Option<Vec<RecordBatch>> {
+) -> Option<Vec<Arc<CachedColumn>>> {
     // Every key is looked up (none skipped after a miss): lookups are what admission counts.
     let found: Vec<Option<Arc<CachedColumn>>> = keys.iter().map(|k| columns.get(k)).collect();
     let found: Vec<Arc<CachedColumn>> = found.into_iter().collect::<Option<_>>()?;
     let first = found.first()?;
-    let lengths: Vec<usize> = first.chunks.iter().map(|c| c.len()).collect();
     let aligned = found.iter().all(|c| {
-        c.chunks.len() == lengths.len() && c.chunks.iter().zip(&lengths).all(|(a, n)| a.len() == *n)
+        c.chunks.len() == first.chunks.len()
+            && c.chunks
+                .iter()
+                .zip(&first.chunks)
+                .all(|(a, b)| a.len() == b.len())
     });
-    if !aligned {
-        return None;
-    }
-    lengths
-        .iter()
-        .enumerate()
-        .map(|(i, rows)| {
-            let arrays = found.iter().map(|c| Arc::clone(&c.chunks[i])).collect();
-            RecordBatch::try_new_with_options(
-                Arc::clone(schema),
-                arrays,
-                &RecordBatchOptions::new().with_row_count(Some(*rows)),
-            )
-            .ok()
-        })
-        .collect()
+    aligned.then_some(found)
 }
 
 /// Reads `file` alone with the scan `config`.
@@ -412,16 +596,54 @@ struct Recording {
     chunks: Vec<Vec<ArrayRef>>,
     bytes: usize,
     max_bytes: usize,
+    /// Where a filtered scan remembers the file (by this hash) when its columns exceed
+    /// `max_bytes`.
+    decline: Option<(Cache<u64, ()>, u64)>,
+    /// The file is being kept by this recording until it is dropped.
+    _guard: FillGuard,
+}
+
+/// A file (by its hash) marked as being read to be kept, while this lives.
+struct FillGuard {
+    filling: Arc<Mutex<HashSet<u64>>>,
+    file: u64,
+}
+
+impl FillGuard {
+    /// Marks `file` as being kept; `None` when another scan is keeping it.
+    fn take(filling: &Arc<Mutex<HashSet<u64>>>, file: u64) -> Option<Self> {
+        let mut files = filling
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        files.insert(file).then(|| Self {
+            filling: Arc::clone(filling),
+            file,
+        })
+    }
+}
+
+impl Drop for FillGuard {
+    fn drop(&mut self) {
+        let mut files = self
+            .filling
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        files.remove(&self.file);
+    }
 }
 
 impl Recording {
-    /// Adds one batch; `false` once the file's columns are too large to keep.
+    /// Adds one batch; `false` once the file's columns are too large to keep (a filtered
+    /// scan's file is then declined).
     fn push(&mut self, batch: &RecordBatch) -> bool {
         if batch.num_columns() != self.keys.len() {
             return false;
         }
         self.bytes += batch.get_array_memory_size();
         if self.bytes > self.max_bytes {
+            if let Some((declined, hash)) = &self.decline {
+                declined.insert(*hash, ());
+            }
             return false;
         }
         if self.chunks.is_empty() {
@@ -433,7 +655,7 @@ impl Recording {
         true
     }
 
-    /// The file was read to its end: its columns are kept.
+    /// The file was read to its end: its columns are kept, with their zones.
     fn finish(mut self) {
         if self.chunks.is_empty() {
             // No batches (a byte range in which no row group starts): kept as such, so the
@@ -441,9 +663,20 @@ impl Recording {
             self.chunks = vec![Vec::new(); self.keys.len()];
         }
         for (key, chunks) in self.keys.into_iter().zip(self.chunks) {
-            let bytes = chunks.iter().map(|c| c.get_array_memory_size()).sum();
-            self.columns
-                .insert(key, Arc::new(CachedColumn { chunks, bytes }));
+            let zones = ColumnZones::of(&chunks, &key.data_type);
+            let bytes = chunks
+                .iter()
+                .map(|c| c.get_array_memory_size())
+                .sum::<usize>()
+                + zones.as_ref().map_or(0, ColumnZones::memory_size);
+            self.columns.insert(
+                key,
+                Arc::new(CachedColumn {
+                    chunks,
+                    zones,
+                    bytes,
+                }),
+            );
         }
     }
 }

@@ -2,6 +2,7 @@
 //! wrapped by [`IcebergScanExec`].
 
 mod column_cache;
+mod column_zones;
 mod exec;
 mod footer_rewrite;
 mod leaf_projection;
@@ -14,7 +15,7 @@ mod recipe;
 mod schema_mapping;
 
 pub use column_cache::ColumnCache;
-pub(crate) use column_cache::{CachedScan, ColumnSource};
+pub(crate) use column_cache::{CachedScan, ColumnSource, FilteredScan};
 pub use exec::IcebergScanExec;
 pub use footer_rewrite::{FooterRewrite, FooterRewritingReaderFactory};
 pub use leaf_projection::{LeafProjectingReaderFactory, LeafProjection};

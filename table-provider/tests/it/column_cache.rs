@@ -46,6 +46,8 @@ struct Counted {
     hit: usize,
     read: usize,
     files: usize,
+    /// Cached batches a filtered scan skipped by their zones.
+    pruned: usize,
 }
 
 /// Runs `sql` and counts what its scan did.
@@ -61,6 +63,7 @@ async fn run_counting(ctx: &SessionContext, sql: &str) -> Counted {
         hit: count(&plan, "column_cache_files_hit"),
         read: count(&plan, "column_cache_files_read"),
         files: count(&plan, "files_scanned"),
+        pruned: count(&plan, "column_cache_batches_pruned"),
         batches,
     }
 }
@@ -367,23 +370,12 @@ async fn byte_ranges_of_files_with_deletes_are_kept_each_and_masked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn limits_and_filters_on_data_read_the_files_partition_filters_do_not() {
+async fn limits_read_the_files_and_partition_filters_use_the_cache() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (ctx, _plain, _cache) = sessions(dir.path(), 256 << 20).await;
     table_of_three_files(&ctx).await;
-    run_counting(&ctx, SUMMARY).await;
+    read_twice(&ctx, SUMMARY, None).await;
 
-    // A filter on data: pruned and filtered by the Parquet scan, not from the cache.
-    let filtered = run_counting(
-        &ctx,
-        "SELECT count(*), sum(id) FROM iceberg.db.t WHERE id >= 25000",
-    )
-    .await;
-    assert_eq!((filtered.hit, filtered.read), (0, 0));
-    assert_eq!(
-        summary_of(&filtered.batches),
-        format!("5000|{}", (25_000..30_000).sum::<i64>())
-    );
     // A limit: the scan stops early, as before.
     let limited = run_counting(&ctx, "SELECT id FROM iceberg.db.t LIMIT 5").await;
     assert_eq!((limited.hit, limited.read), (0, 0));
@@ -451,4 +443,152 @@ async fn another_batch_size_is_another_entry() {
     assert_eq!((second.hit, second.read), (first.files, 0));
     assert!(second.batches.iter().all(|b| b.num_rows() <= 777));
     assert_eq!(sorted_rows(&ctx, all).await, want);
+}
+
+/// Filters on data, of every kind of column (zones or none, nulls, expressions the zones
+/// cannot decide), each over all three files.
+const FILTERS: [&str; 8] = [
+    "id BETWEEN 12000 AND 12999",
+    "id IN (5, 15005, 29999)",
+    "name = 'n12346'",
+    "name IS NULL AND k = 3",
+    "name LIKE 'n2%' AND price > 50",
+    "f > 4000.0",
+    "b AND id % 1000 = 8",
+    "price < 1 OR k = 6",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filtered_scans_are_served_without_the_batches_their_filters_rule_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctx, plain, cache) = sessions(dir.path(), 256 << 20).await;
+    table_of_three_files(&ctx).await;
+    // Batches of 1,000 rows: ten per file.
+    for session in [&ctx, &plain] {
+        query(session, "SET datafusion.execution.batch_size = 1000")
+            .await
+            .expect("set batch size");
+    }
+
+    // A point query: one file left by its metrics (the INSERT's two writer tasks wrote its
+    // first 8,192 rows, one batch of the generator, to this file: ids 10000..=18191, nine
+    // batches). Its first read is remembered, its second reads the file whole (no filter)
+    // and keeps its three columns, the third is served from them, eight of the file's nine
+    // batches skipped by their zones.
+    let point = "SELECT id, name, price FROM iceberg.db.t WHERE id = 12346";
+    let want = sorted_rows(&plain, point).await;
+    assert_eq!(want, [r#"[12346,"n12346","23.46"]"#]);
+    for (run, (hit, read, entries)) in [(0, 1, 0), (0, 1, 3), (1, 0, 3)].into_iter().enumerate() {
+        let counted = run_counting(&ctx, point).await;
+        assert_eq!(counted.files, 1, "run {run}");
+        assert_eq!((counted.hit, counted.read), (hit, read), "run {run}");
+        assert_eq!(cache.stats().entries, entries, "run {run}");
+        assert_eq!(counted.pruned, if hit == 1 { 8 } else { 0 }, "run {run}");
+        assert_eq!(rows_of(&counted.batches), want, "run {run}");
+    }
+    // What was kept is the whole file: every row of it, as a read gives them.
+    let file = "SELECT id, name, price FROM iceberg.db.t WHERE id >= 10000 AND id < 18192";
+    let served = run_counting(&ctx, file).await;
+    assert_eq!((served.hit, served.read, served.pruned), (1, 0, 0));
+    let all = sorted_rows(&plain, file).await;
+    assert_eq!(all.len(), 8192);
+    assert_eq!(rows_of(&served.batches), all);
+
+    // Every kind of filter over every file: the same rows as without the cache, on the
+    // first run, the filling one and the served ones.
+    for filter in FILTERS {
+        let sql = format!("SELECT * FROM iceberg.db.t WHERE {filter}");
+        let want = sorted_rows(&plain, &sql).await;
+        assert!(!want.is_empty(), "{filter} matches rows");
+        for run in 0..4 {
+            let counted = run_counting(&ctx, &sql).await;
+            assert_eq!(rows_of(&counted.batches), want, "{filter}, run {run}");
+            if run == 3 {
+                assert_eq!(
+                    (counted.hit, counted.read),
+                    (counted.files, 0),
+                    "{filter}: served from the cache"
+                );
+            }
+        }
+    }
+    // The range and the point filters skip batches by zones; float and expression filters
+    // cannot.
+    let pruned = |filter: &str| {
+        let sql = format!("SELECT * FROM iceberg.db.t WHERE {filter}");
+        let ctx = ctx.clone();
+        async move { run_counting(&ctx, &sql).await.pruned }
+    };
+    assert_eq!(
+        pruned(FILTERS[0]).await,
+        8,
+        "one batch of the one file holds 12000..12999"
+    );
+    assert_eq!(
+        pruned(FILTERS[1]).await,
+        17,
+        "one batch of each of three files holds an id"
+    );
+    // Strings by byte order: 'n12346' lies between many batches' min and max ('n1' ..
+    // 'n999' for ids 1..999), so 15 of the 33 batches are skipped.
+    assert_eq!(pruned(FILTERS[2]).await, 15);
+    assert_eq!(pruned(FILTERS[5]).await, 0, "no zones for doubles");
+    assert_eq!(pruned(FILTERS[6]).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filtered_scans_keep_files_only_into_free_space() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 3 MiB, of which whole reads of `t` and `w` keep ~2.8 MiB. Each INSERT writes two files
+    // (its two writer tasks): one of 8,192 rows, one of 1,808.
+    let (ctx, plain, cache) = sessions(dir.path(), 3 << 20).await;
+    table_of_three_files(&ctx).await;
+    let create = |table: &str| {
+        format!(
+            "CREATE TABLE iceberg.db.{table} (id bigint, k int, price decimal(12, 2), \
+             name string, f double, b boolean)"
+        )
+    };
+    run_ddl(&ctx, &create("w")).await;
+    for first in [0, ROWS, 2 * ROWS] {
+        write_count(&ctx, &insert_sql("iceberg.db.w", first)).await;
+    }
+    read_twice(&ctx, SUMMARY, None).await;
+    read_twice(&ctx, &SUMMARY.replace("iceberg.db.t", "iceberg.db.w"), None).await;
+    let kept = cache.stats();
+    assert_eq!(kept.entries, 72, "six columns of twelve files: {kept:?}");
+    let free = kept.capacity_bytes - kept.bytes;
+    // A file of `u`: six columns of 8,192 rows (8 + 4 + 16 + 32 + 8 + 1 bytes a row
+    // estimated) do not fit in what is left; of 1,808 rows they do.
+    assert!(8192 * 69 > free && 1808 * 69 < free, "{kept:?}");
+    run_ddl(&ctx, &create("u")).await;
+    assert_eq!(
+        write_count(&ctx, &insert_sql("iceberg.db.u", 0)).await,
+        ROWS as u64
+    );
+    let sql = "SELECT * FROM iceberg.db.u WHERE id % 100 = 1";
+    let want = sorted_rows(&plain, sql).await;
+    assert_eq!(want.len(), 100);
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let counted = run_counting(&ctx, sql).await;
+        assert_eq!(rows_of(&counted.batches), want);
+        runs.push((counted.hit, counted.read));
+    }
+    // Both files read twice; the small one kept at its second read and served after, the
+    // large one read every time.
+    assert_eq!(runs, [(0, 2), (0, 2), (1, 1), (1, 1)]);
+    let after = cache.stats();
+    assert_eq!(after.entries, 78, "nothing pushed out: {after:?}");
+    assert!(after.bytes <= after.capacity_bytes);
+}
+
+/// The rows of `batches` as `sorted_rows` gives a query's.
+fn rows_of(batches: &[RecordBatch]) -> Vec<String> {
+    let mut rows: Vec<String> = common::rows_json(batches, &[])
+        .into_iter()
+        .map(|r| serde_json::Value::Array(r).to_string())
+        .collect();
+    rows.sort();
+    rows
 }

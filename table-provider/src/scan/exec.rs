@@ -13,8 +13,10 @@
 //! null counts, min/max): DataFusion's `AggregateStatistics` then answers `count(*)`,
 //! `count(c)`, `min(c)` and `max(c)` without running the scan.
 //!
-//! A scan that reads every row of its files takes each file's columns from the decoded-column
-//! cache when they are there (`column_cache`), and reads the file as usual otherwise.
+//! A scan that reads every row of its files, or one with filters on data but no deletes,
+//! takes each file's columns from the decoded-column cache when they are there
+//! (`column_cache`; a filtered scan without the batches its filters rule out, the filter above
+//! it applying to the rest), and reads the file as usual otherwise.
 //!
 //! With deletes, each partition is read by `merge_stream`: files with positional deletes one
 //! by one with their deleted positions skipped or filtered out, then rows matching equality
@@ -133,8 +135,9 @@ impl IcebergScanExec {
     }
 
     /// This scan taking its files' columns from `columns` when it has no deletes (with deletes,
-    /// the merge spec carries the cache); the caller vouches that it reads every row of its
-    /// files: no limit, no filter that is not decided by partition values.
+    /// the merge spec carries the cache); the caller vouches that it has no limit and either
+    /// reads every row of its files (no filter that is not decided by partition values) or
+    /// says so (`CachedScan::filtered`: its filters are applied again above it).
     pub(crate) fn with_column_cache(mut self, columns: CachedScan) -> Self {
         self.columns = Some(columns);
         self

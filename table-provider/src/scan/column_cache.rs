@@ -379,9 +379,10 @@ impl FileReader {
             })
             .collect();
         let lookups = &self.scan.cache.lookups;
-        if let Some(found) = lookups.observe(cached_columns(&self.columns, &keys)) {
+        let cached = cached_columns(&self.columns, &keys).and_then(|found| self.batches(&found));
+        if let Some(batches) = lookups.observe(cached) {
             self.scan.hit.add(1);
-            return FilePlan::Cached(self.batches(&found));
+            return FilePlan::Cached(batches);
         }
         self.scan.read.add(1);
         // The file as read by a scan (whatever its columns and filters).
@@ -407,7 +408,9 @@ impl FileReader {
         if self.fill.is_none() || self.declined.contains_key(&read_before) {
             return FilePlan::Read;
         }
-        // Into free space only (module docs).
+        // Into free space only (module docs), as the cache holds it once its pending inserts
+        // and evictions are applied.
+        self.columns.run_pending_tasks();
         let free = self
             .scan
             .cache
@@ -434,29 +437,29 @@ impl FileReader {
     }
 
     /// The batches of a file whose columns are `found`, without those a filtered scan's
-    /// filters rule out by their zones.
-    fn batches(&self, found: &[Arc<CachedColumn>]) -> Vec<RecordBatch> {
+    /// filters rule out by their zones; `None` if they do not make batches of the scan's
+    /// schema (the file is then read).
+    fn batches(&self, found: &[Arc<CachedColumn>]) -> Option<Vec<RecordBatch>> {
         let lengths: Vec<usize> = found
             .first()
             .map(|c| c.chunks.iter().map(|a| a.len()).collect())
             .unwrap_or_default();
-        let keep = self
-            .scan
-            .filtered
-            .as_ref()
+        let filtered = self.scan.filtered.as_ref();
+        let keep = filtered
             .and_then(|f| {
                 let zones = found.iter().map(|c| c.zones.as_ref()).collect();
                 let batches = BatchZones::new(&self.schema, zones, &lengths);
-                let keep = f.pruning.as_ref()?.prune(&batches).ok()?;
-                f.pruned.add(keep.iter().filter(|k| !**k).count());
-                Some(keep)
+                f.pruning.as_ref()?.prune(&batches).ok()
             })
             .filter(|keep| keep.len() == lengths.len());
+        if let (Some(f), Some(keep)) = (filtered, &keep) {
+            f.pruned.add(keep.iter().filter(|k| !**k).count());
+        }
         lengths
             .iter()
             .enumerate()
             .filter(|(i, _)| keep.as_ref().is_none_or(|keep| keep[*i]))
-            .filter_map(|(i, rows)| {
+            .map(|(i, rows)| {
                 let arrays = found.iter().map(|c| Arc::clone(&c.chunks[i])).collect();
                 RecordBatch::try_new_with_options(
                     Arc::clone(&self.schema),

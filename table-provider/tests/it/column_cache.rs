@@ -583,6 +583,38 @@ async fn filtered_scans_keep_files_only_into_free_space() {
     assert!(after.bytes <= after.capacity_bytes);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_larger_than_its_estimate_is_read_not_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // 4 MiB: a file may take 1 MiB. 8,192 rows of a 200-character string are estimated at
+    // 40 bytes a row (320 KiB: read whole to be kept) but take ~1.7 MiB: the recording
+    // stops, the rows still flow to the query, and the file is not kept.
+    let (ctx, plain, cache) = sessions(dir.path(), 4 << 20).await;
+    run_ddl(&ctx, "CREATE TABLE iceberg.db.s (id bigint, s string)").await;
+    assert_eq!(
+        write_count(
+            &ctx,
+            "INSERT INTO iceberg.db.s SELECT value, repeat('x', 200) || value \
+             FROM generate_series(0, 9999)"
+        )
+        .await,
+        10_000
+    );
+    let sql = "SELECT id, s FROM iceberg.db.s WHERE id % 1000 = 3";
+    let want = sorted_rows(&plain, sql).await;
+    assert_eq!(want.len(), 10);
+    // The INSERT wrote two files (its two writer tasks): the smaller (1,808 rows, ~0.4 MiB)
+    // is kept at its second read and served after; the larger is read every time.
+    let mut runs = Vec::new();
+    for run in 0..4 {
+        let counted = run_counting(&ctx, sql).await;
+        assert_eq!(rows_of(&counted.batches), want, "run {run}");
+        runs.push((counted.hit, counted.read));
+    }
+    assert_eq!(runs, [(0, 2), (0, 2), (1, 1), (1, 1)]);
+    assert_eq!(cache.stats().entries, 2, "two columns of one file");
+}
+
 /// The rows of `batches` as `sorted_rows` gives a query's.
 fn rows_of(batches: &[RecordBatch]) -> Vec<String> {
     let mut rows: Vec<String> = common::rows_json(batches, &[])

@@ -569,15 +569,12 @@ async fn filtered_scans_keep_files_only_into_free_space() {
     let sql = "SELECT * FROM iceberg.db.u WHERE id % 100 = 1";
     let want = sorted_rows(&plain, sql).await;
     assert_eq!(want.len(), 100);
-    let mut runs = Vec::new();
-    for _ in 0..4 {
-        let counted = run_counting(&ctx, sql).await;
-        assert_eq!(rows_of(&counted.batches), want);
-        runs.push((counted.hit, counted.read));
-    }
     // Both files read twice; the small one kept at its second read and served after, the
     // large one read every time.
-    assert_eq!(runs, [(0, 2), (0, 2), (1, 1), (1, 1)]);
+    assert_eq!(
+        hits_and_reads(&ctx, sql, &want, 4).await,
+        [(0, 2), (0, 2), (1, 1), (1, 1)]
+    );
     let after = cache.stats();
     assert_eq!(after.entries, 78, "nothing pushed out: {after:?}");
     assert!(after.bytes <= after.capacity_bytes);
@@ -605,14 +602,28 @@ async fn a_file_larger_than_its_estimate_is_read_not_kept() {
     assert_eq!(want.len(), 10);
     // The INSERT wrote two files (its two writer tasks): the smaller (1,808 rows, ~0.4 MiB)
     // is kept at its second read and served after; the larger is read every time.
-    let mut runs = Vec::new();
-    for run in 0..4 {
-        let counted = run_counting(&ctx, sql).await;
-        assert_eq!(rows_of(&counted.batches), want, "run {run}");
-        runs.push((counted.hit, counted.read));
-    }
-    assert_eq!(runs, [(0, 2), (0, 2), (1, 1), (1, 1)]);
+    assert_eq!(
+        hits_and_reads(&ctx, sql, &want, 4).await,
+        [(0, 2), (0, 2), (1, 1), (1, 1)]
+    );
     assert_eq!(cache.stats().entries, 2, "two columns of one file");
+}
+
+/// Runs `sql` `runs` times, checking each run's rows against `want` (as `sorted_rows` gives
+/// them); each run's files served from the cache and files read.
+async fn hits_and_reads(
+    ctx: &SessionContext,
+    sql: &str,
+    want: &[String],
+    runs: usize,
+) -> Vec<(usize, usize)> {
+    let mut counts = Vec::with_capacity(runs);
+    for run in 0..runs {
+        let counted = run_counting(ctx, sql).await;
+        assert_eq!(rows_of(&counted.batches), want, "{sql}: run {run}");
+        counts.push((counted.hit, counted.read));
+    }
+    counts
 }
 
 /// The rows of `batches` as `sorted_rows` gives a query's.

@@ -660,9 +660,10 @@ data_dir = "petrel-warehouse"
 # query_memory_limit = "2GiB"
 
 # Decoded columns of data files kept across queries (PETREL_COLUMN_CACHE), on top of
-# memory_limit: a scan that reads every row of its files takes their columns from here
-# instead of decompressing and decoding them again (a file is kept from its second such read
-# on). "0": none. Default: an eighth of memory_limit.
+# memory_limit: a scan that reads every row of its files, or a filtered scan of a table
+# without deletes, takes their columns from here instead of decompressing and decoding them
+# again (a file is kept from its second read on; by filtered scans only into free space).
+# "0": none. Default: an eighth of memory_limit.
 # column_cache = "1GiB"
 
 # Parameter rows one execution may bind (PETREL_MAX_PARAMETER_ROWS); a larger batch is

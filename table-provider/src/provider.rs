@@ -780,40 +780,38 @@ impl IcebergTableProvider {
             .collect();
         // The decoded-column cache serves scans that read every row of their files, and
         // scans with filters on data but without deletes or a limit.
-        let filtered_cache = !whole_files && limit.is_none() && deletes.is_empty();
-        let column_cache = ((whole_files || filtered_cache)
-            && !positional
-            && self.planner.column_cache().enabled())
-        .then(|| {
-            let metadata = self.table.metadata();
-            let counter = |name| MetricBuilder::new(&metrics).global_counter(name);
-            let filtered = filtered_cache.then(|| FilteredScan {
-                pruning: predicate
-                    .as_ref()
-                    .and_then(|p| {
-                        PruningPredicate::try_new(Arc::clone(p), Arc::clone(&self.arrow_schema))
-                            .ok()
-                    })
-                    .filter(|p| !p.always_true())
-                    .map(Arc::new),
-                unfiltered: Arc::clone(&unfiltered),
-                footers: runtime.cache_manager.get_file_metadata_cache(),
-                pruned: counter("column_cache_batches_pruned"),
+        let cacheable = whole_files || (limit.is_none() && deletes.is_empty());
+        let column_cache = (cacheable && !positional && self.planner.column_cache().enabled())
+            .then(|| {
+                let metadata = self.table.metadata();
+                let counter = |name| MetricBuilder::new(&metrics).global_counter(name);
+                let filtered = (!whole_files).then(|| FilteredScan {
+                    pruning: predicate
+                        .as_ref()
+                        .and_then(|p| {
+                            PruningPredicate::try_new(Arc::clone(p), Arc::clone(&self.arrow_schema))
+                                .ok()
+                        })
+                        .filter(|p| !p.always_true())
+                        .map(Arc::new),
+                    unfiltered: Arc::clone(&unfiltered),
+                    footers: runtime.cache_manager.get_file_metadata_cache(),
+                    pruned: counter("column_cache_batches_pruned"),
+                });
+                CachedScan {
+                    hit: counter("column_cache_files_hit"),
+                    read: counter("column_cache_files_read"),
+                    cache: self.planner.column_cache().clone(),
+                    source: Arc::new(ColumnSource::new(
+                        metadata.uuid().to_string(),
+                        metadata
+                            .properties()
+                            .get("schema.name-mapping.default")
+                            .map(String::as_str),
+                    )),
+                    filtered,
+                }
             });
-            CachedScan {
-                hit: counter("column_cache_files_hit"),
-                read: counter("column_cache_files_read"),
-                cache: self.planner.column_cache().clone(),
-                source: Arc::new(ColumnSource::new(
-                    metadata.uuid().to_string(),
-                    metadata
-                        .properties()
-                        .get("schema.name-mapping.default")
-                        .map(String::as_str),
-                )),
-                filtered,
-            }
-        });
         let merge = (!deletes.is_empty() || positional).then(|| {
             let merge = MergeOnRead::new(
                 table_name.clone(),

@@ -61,7 +61,7 @@ use std::task::{Context, Poll};
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow::datatypes::{DataType, SchemaRef};
-use datafusion::common::Result as DFResult;
+use datafusion::common::{DataFusionError, Result as DFResult};
 use datafusion::datasource::listing::PartitionedFile;
 use datafusion::datasource::physical_plan::FileScanConfig;
 use datafusion::datasource::physical_plan::parquet::metadata::CachedParquetMetaData;
@@ -264,8 +264,15 @@ impl CachedScan {
         if plans.iter().all(|(_, plan)| matches!(plan, FilePlan::Read)) {
             return None;
         }
-        let batches = futures::stream::iter(plans)
-            .flat_map(move |(file, plan)| reader.stream(file, plan, Arc::clone(&context)));
+        // The scan is cloned only when some file is read: a partition served from the cache
+        // (a point query on a warm table) takes none.
+        let config = plans
+            .iter()
+            .any(|(_, plan)| !matches!(plan, FilePlan::Cached(_)))
+            .then(|| Arc::new(config.clone()));
+        let batches = futures::stream::iter(plans).flat_map(move |(file, plan)| {
+            reader.stream(config.as_ref(), file, plan, Arc::clone(&context))
+        });
         Some(batches.boxed())
     }
 
@@ -282,7 +289,10 @@ impl CachedScan {
         let reader = self.file_reader(config)?;
         match reader.plan(&file, context.session_config().batch_size()) {
             FilePlan::Read => None,
-            plan => Some(reader.stream(file, plan, context)),
+            plan => {
+                let config = Arc::new(config.clone());
+                Some(reader.stream(Some(&config), file, plan, context))
+            }
         }
     }
 
@@ -300,24 +310,11 @@ impl CachedScan {
         if field_ids.is_empty() {
             return None;
         }
-        // How a file is read to be kept: as the scan reads it, or without its filters (only
-        // when that is the same scan otherwise: the same columns, as the same types).
-        let fill = match &self.filtered {
-            None => Some(Arc::new(config.clone())),
-            Some(filtered) => filtered
-                .unfiltered
-                .projected_schema()
-                .ok()
-                .filter(|s| *s == schema)
-                .map(|_| Arc::clone(&filtered.unfiltered)),
-        };
         Some(FileReader {
             columns,
             seen,
             declined,
             scan: self.clone(),
-            config: Arc::new(config.clone()),
-            fill,
             store: config.object_store_url.as_str().to_string(),
             schema,
             field_ids: field_ids.into(),
@@ -351,9 +348,6 @@ struct FileReader {
     seen: Cache<u64, ()>,
     declined: Cache<u64, ()>,
     scan: CachedScan,
-    config: Arc<FileScanConfig>,
-    /// How a file is read to be kept (`None`: it cannot be).
-    fill: Option<Arc<FileScanConfig>>,
     store: String,
     schema: SchemaRef,
     field_ids: Arc<[i32]>,
@@ -405,7 +399,7 @@ impl FileReader {
                 None => FilePlan::Read,
             };
         };
-        if self.fill.is_none() || self.declined.contains_key(&read_before) {
+        if self.declined.contains_key(&read_before) {
             return FilePlan::Read;
         }
         // Into free space only (module docs), as the cache holds it once its pending inserts
@@ -510,14 +504,16 @@ impl FileReader {
         Some(u64::try_from(rows).unwrap_or(0) * width)
     }
 
-    /// The batches of `file` as `plan` says.
+    /// The batches of `file` as `plan` says, read (unless cached) with the scan `config`, or
+    /// without its filters when a filtered scan keeps the file.
     fn stream(
         &self,
+        config: Option<&Arc<FileScanConfig>>,
         file: PartitionedFile,
         plan: FilePlan,
         context: Arc<TaskContext>,
     ) -> BoxStream<'static, DFResult<RecordBatch>> {
-        let (config, recording) = match plan {
+        let (read, recording) = match plan {
             FilePlan::Cached(batches) => {
                 return futures::stream::iter(batches.into_iter().map(Ok)).boxed();
             }
@@ -526,24 +522,32 @@ impl FileReader {
                 max_bytes,
                 decline,
                 guard,
-            } => match &self.fill {
-                Some(fill) => (
-                    fill,
-                    Some(Recording {
-                        columns: self.columns.clone(),
-                        keys,
-                        chunks: Vec::new(),
-                        bytes: 0,
-                        max_bytes,
-                        decline: decline.map(|hash| (self.declined.clone(), hash)),
-                        _guard: guard,
-                    }),
-                ),
-                None => (&self.config, None),
-            },
-            FilePlan::Read => (&self.config, None),
+            } => {
+                let read = match &self.scan.filtered {
+                    Some(filtered) => Some(&filtered.unfiltered),
+                    None => config,
+                };
+                let recording = Recording {
+                    columns: self.columns.clone(),
+                    keys,
+                    chunks: Vec::new(),
+                    bytes: 0,
+                    max_bytes,
+                    decline: decline.map(|hash| (self.declined.clone(), hash)),
+                    _guard: guard,
+                };
+                (read, Some(recording))
+            }
+            FilePlan::Read => (config, None),
         };
-        let stream = match read_file(config, file, context) {
+        let stream = match read {
+            Some(read) => read_file(read, file, context),
+            None => Err(DataFusionError::Internal(format!(
+                "column cache: no scan to read {}",
+                file.object_meta.location
+            ))),
+        };
+        let stream = match stream {
             Ok(stream) => stream,
             Err(e) => return futures::stream::once(async move { Err(e) }).boxed(),
         };
@@ -639,7 +643,7 @@ impl Recording {
     /// Adds one batch; `false` once the file's columns are too large to keep (a filtered
     /// scan's file is then declined).
     fn push(&mut self, batch: &RecordBatch) -> bool {
-        if batch.num_columns() != self.keys.len() {
+        if self.chunks.is_empty() && !self.holds_keys(batch) {
             return false;
         }
         self.bytes += batch.get_array_memory_size();
@@ -656,6 +660,21 @@ impl Recording {
             chunks.push(Arc::clone(column));
         }
         true
+    }
+
+    /// Whether `batch` has the keys' columns, in order: each field id as an Arrow type (the
+    /// read that fills the cache is the scan's own, or the same scan without its filters).
+    fn holds_keys(&self, batch: &RecordBatch) -> bool {
+        let schema = batch.schema();
+        schema.fields().len() == self.keys.len()
+            && schema.fields().iter().zip(&self.keys).all(|(field, key)| {
+                field.data_type() == &key.data_type
+                    && field
+                        .metadata()
+                        .get(FIELD_ID_KEY)
+                        .and_then(|id| id.parse::<i32>().ok())
+                        == Some(key.field_id)
+            })
     }
 
     /// The file was read to its end: its columns are kept, with their zones.

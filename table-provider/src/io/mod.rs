@@ -4,10 +4,13 @@
 //! mapping it to the physical location through the table's [`LocationMap`]. Plans keep
 //! logical paths; only this module knows where bytes really are.
 //!
-//! Each remote store is wrapped: its requests are counted (`request_counts`), and an S3
-//! store signed with renewable credentials (a REST catalog's vended keys) sends a request
-//! refused for expired or invalid keys once more with new ones (`renewing_store`).
+//! Each store is wrapped: its requests are counted (`request_counts`), and an S3 store signed
+//! with renewable credentials (a REST catalog's vended keys) sends a request refused for
+//! expired or invalid keys once more with new ones (`renewing_store`). Local files answer
+//! existence checks and small whole-file reads in place, not on the blocking pool
+//! (`local_store`).
 
+mod local_store;
 mod location;
 mod renewing_store;
 mod request_counts;
@@ -20,7 +23,6 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use datafusion::execution::object_store::ObjectStoreUrl;
-use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
@@ -30,6 +32,7 @@ pub use request_counts::{CountedStore, RequestCounts, object_store_requests};
 pub use store_config::{MAX_RETRIES, RETRY_TIMEOUT, StoreConfig, StoreKind};
 
 use crate::error::{Error, Result};
+use local_store::InlineLocalStore;
 use renewing_store::RenewingStore;
 use request_counts::CountingStore;
 
@@ -118,7 +121,7 @@ impl StoreRegistry {
     /// Stores configured by `config` (over the environment).
     pub fn new(config: StoreConfig) -> Self {
         Self {
-            local: CountingStore::wrap(Arc::new(LocalFileSystem::new()), CountedStore::Local),
+            local: CountingStore::wrap(Arc::new(InlineLocalStore::new()), CountedStore::Local),
             config: Arc::new(config),
             buckets: Arc::default(),
         }

@@ -2,7 +2,7 @@
 """Petrel's fixed cost per query over ADBC (issue #14): server CPU and client CPU per query.
 
     ~/.cache/petrel/corpus-venvs/spark/bin/python scripts/bench-query-overhead.py \
-        <petrel binary> [<petrel binary> ...] [--queries 300] [--rounds 5]
+        <petrel binary> [<petrel binary> ...] [--queries 300] [--rounds 5] [--idle-ms 0]
 
 Needs the tables of `scripts/bench-vs-duckdb.py` (cached in `$PETREL_CACHE/bench-vs-duckdb`,
 default ~/.cache/petrel) and the ADBC Flight SQL driver that script installs in the corpus'
@@ -19,7 +19,12 @@ warm-ups then `--queries` timed executions (execute + fetch, checked):
 
 It prints per query: the server's CPU time per query (user + system of the server process, from
 `/proc/<pid>/stat`, 10 ms ticks: ±0.05 ms at 200 queries), the client's (this Python process
-with the driver's Go runtime inside it, from `os.times`), and the client's median wall time.
+with the driver's Go runtime inside it, from `os.times`), the client's median wall time, and the
+server's voluntary context switches per query (all its threads, `/proc/<pid>/task/*/status`:
+each is a thread that went to sleep waiting, e.g. for a hand-off to another thread).
+
+`--idle-ms N` pauses N ms before each timed query, so that each one arrives at an idle server
+(its threads parked), as a dashboard's queries do between refreshes.
 """
 import argparse
 import json
@@ -41,6 +46,19 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def context_switches(pid):
+    """Voluntary context switches of all the process' threads so far."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("voluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    return total
+
+
 def queries(rows):
     """name -> (i -> SQL text, answer -> whether it is right)."""
     keys = rows // 4
@@ -57,7 +75,7 @@ def queries(rows):
     }
 
 
-def run(binary, n, rows):
+def run(binary, n, rows, idle):
     import adbc_driver_flightsql.dbapi as flightsql
 
     tmp = tempfile.TemporaryDirectory()
@@ -85,14 +103,17 @@ def run(binary, n, rows):
             for i in range(20):
                 once(i)
             walls = []
-            server0, client0 = cpu_seconds(proc.pid), os.times()
+            server0, client0, switches0 = cpu_seconds(proc.pid), os.times(), context_switches(proc.pid)
             for i in range(n):
+                if idle:
+                    time.sleep(idle)
                 t = time.perf_counter()
                 once(i)
                 walls.append(time.perf_counter() - t)
-            server1, client1 = cpu_seconds(proc.pid), os.times()
+            server1, client1, switches1 = cpu_seconds(proc.pid), os.times(), context_switches(proc.pid)
             client = (client1.user - client0.user) + (client1.system - client0.system)
-            out[name] = ((server1 - server0) / n * 1e3, client / n * 1e3, statistics.median(walls) * 1e3)
+            out[name] = ((server1 - server0) / n * 1e3, client / n * 1e3, statistics.median(walls) * 1e3,
+                         (switches1 - switches0) / n)
         cur.close()
         con.close()
         return out
@@ -106,21 +127,24 @@ def main():
     ap.add_argument("binaries", nargs="+", type=Path)
     ap.add_argument("--queries", type=int, default=300, help="timed queries per query kind (default 300)")
     ap.add_argument("--rounds", type=int, default=5, help="rounds, each running every binary (default 5)")
+    ap.add_argument("--idle-ms", type=float, default=0, help="pause before each timed query, ms (default 0)")
     a = ap.parse_args()
     info = json.loads((DATA / "tables.json").read_text())
-    print(f"load average {os.getloadavg()[0]:.2f} at start; ms per query: server CPU / client CPU / "
-          f"client wall p50", flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f} at start; idle {a.idle_ms:g} ms before each query; per query: "
+          f"server CPU ms / client CPU ms / client wall p50 ms / server context switches", flush=True)
     results = {b: [] for b in a.binaries}
     for _ in range(a.rounds):
         for b in a.binaries:
-            r = run(b, a.queries, info["rows"])
+            r = run(b, a.queries, info["rows"], a.idle_ms / 1e3)
             results[b].append(r)
-            print(f"{b}: " + "  ".join(f"{k} {s:.2f} / {c:.2f} / {w:.2f}" for k, (s, c, w) in r.items()), flush=True)
+            print(f"{b}: " + "  ".join(f"{k} {s:.2f} / {c:.2f} / {w:.2f} / {x:.1f}" for k, (s, c, w, x) in r.items()),
+                  flush=True)
     print(f"load average {os.getloadavg()[0]:.2f} at end; medians over rounds:")
     for b, rs in results.items():
         print(f"{b}: " + "  ".join(
             f"{k} {statistics.median(r[k][0] for r in rs):.2f} / {statistics.median(r[k][1] for r in rs):.2f} / "
-            f"{statistics.median(r[k][2] for r in rs):.2f}" for k in rs[0]))
+            f"{statistics.median(r[k][2] for r in rs):.2f} / {statistics.median(r[k][3] for r in rs):.1f}"
+            for k in rs[0]))
 
 
 if __name__ == "__main__":

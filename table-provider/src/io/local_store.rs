@@ -5,8 +5,8 @@
 //! wakes a parked thread and then the worker that waits for it. For a table load (a warm one is
 //! the hint and the `HEAD` of the next metadata version, which every query of a cached plan
 //! makes to see other writers' commits) those wake-ups cost more than the system calls: about
-//! a dozen context switches per ADBC query of a `count(*)` answered from the manifests, a
-//! quarter of a millisecond or more of its latency when the server was idle.
+//! a dozen of the server's context switches per ADBC query of a `count(*)` answered from the
+//! manifests, three times what a `SELECT 1` makes (`docs/benchmarks.md`).
 //!
 //! [`InlineLocalStore`] therefore answers, on the calling task, the requests that are a few
 //! system calls on the page cache: a `HEAD` (open and `fstat`, exactly as `LocalFileSystem`
@@ -88,11 +88,12 @@ impl InlineLocalStore {
         let bytes = if options.head {
             Bytes::new()
         } else {
+            // At most the size the `fstat` gave, as `LocalFileSystem` reads: a file appended
+            // to meanwhile is read as it was (one cut shorter is read as it is now).
             let mut buffer = Vec::with_capacity(size as usize);
-            if let Err(e) = file.read_to_end(&mut buffer) {
+            if let Err(e) = (&mut file).take(size).read_to_end(&mut buffer) {
                 return Some(Err(failed(&path, "read", e)));
             }
-            // A file that grew or shrank since the `fstat` is read as it is now.
             Bytes::from(buffer)
         };
         let range = if options.head {
@@ -131,6 +132,7 @@ fn object_meta(metadata: &Metadata, location: Path) -> ObjectMeta {
     }
 }
 
+/// `LocalFileSystem`'s error for a missing file (or a directory), naming the file.
 fn not_found(
     path: &std::path::Path,
     source: Box<dyn std::error::Error + Send + Sync>,
@@ -141,6 +143,8 @@ fn not_found(
     }
 }
 
+/// Any other failure, as `LocalFileSystem` reports it: a `Generic` error of that store naming
+/// the file and the operation.
 fn failed(path: &std::path::Path, operation: &str, e: std::io::Error) -> object_store::Error {
     object_store::Error::Generic {
         store: "LocalFileSystem",

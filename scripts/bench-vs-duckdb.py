@@ -24,10 +24,11 @@ What it does:
    - repeated queries: one server / one DuckDB connection, one warm-up, then `--rounds` rounds,
      each running every (table, query) on both engines, Petrel first in even rounds and DuckDB
      first in odd ones (an engine's query right after one of DuckDB's multi-threaded scans finds
-     the CPU caches flushed: a metadata-answered `count(*)` then takes ~1.5 ms longer); medians. Twice: Petrel as it
-     serves by default (whole scans of files without deletes take their decoded columns from
-     the column cache after the warm-up), then a server started with `--column-cache 0` (every
-     query decodes its files, as DuckDB does), each against DuckDB in the same rounds;
+     the CPU caches flushed: a metadata-answered `count(*)` then takes ~1.5 ms longer); medians.
+     Twice: Petrel as it serves by default (whole scans of files without deletes take their
+     decoded columns from the column cache after the warm-up), then a server started with
+     `--column-cache 0` (every query decodes its files, as DuckDB does), each against DuckDB in
+     the same rounds;
    - first query: a fresh Petrel process (a fresh DuckDB connection) per sample, the query
      timed after the connection is up (`SELECT 1`), OS page cache warm: what the first query
      after a commit pays with nothing of the table cached (metadata, manifests, delete files,
@@ -305,9 +306,9 @@ def main():
                     dm[t, q].append(timed(lambda: duckdb_query(duck, QUERIES[q].format(t=t), a.timeout))[0])
 
             for r in range(a.rounds):
-                # ABBA: the engine that runs first alternates by round, so that each engine
-                # follows the other's queries (DuckDB's in-process scans flush the CPU caches
-                # both engines share) as often as the other follows its own.
+                # ABBA: the engine that runs first alternates by round, so that each engine runs
+                # right after the other's queries equally often (DuckDB's in-process scans flush
+                # the CPU caches both engines share).
                 order = (petrel_run, duck_run) if r % 2 == 0 else (duck_run, petrel_run)
                 for t, q in cases:
                     for run in order:

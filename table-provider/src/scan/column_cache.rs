@@ -78,7 +78,7 @@ use moka::sync::Cache;
 use super::column_zones::{BatchZones, ColumnZones};
 use super::reader::files_only;
 use crate::cache_stats::{CacheCounters, CacheStats, moka_stats};
-use crate::spec::FIELD_ID_KEY;
+use crate::spec::field_id_of;
 
 /// How many files read before the cache remembers (to keep a file's columns from its second
 /// read on), and how many files it remembers as declined by filtered scans.
@@ -304,7 +304,7 @@ impl CachedScan {
         let field_ids = schema
             .fields()
             .iter()
-            .map(|f| f.metadata().get(FIELD_ID_KEY)?.parse::<i32>().ok())
+            .map(|f| field_id_of(f))
             .collect::<Option<Vec<i32>>>()?;
         // No columns (`count(*)`): nothing to keep, and nothing to decode either.
         if field_ids.is_empty() {
@@ -668,12 +668,7 @@ impl Recording {
         let schema = batch.schema();
         schema.fields().len() == self.keys.len()
             && schema.fields().iter().zip(&self.keys).all(|(field, key)| {
-                field.data_type() == &key.data_type
-                    && field
-                        .metadata()
-                        .get(FIELD_ID_KEY)
-                        .and_then(|id| id.parse::<i32>().ok())
-                        == Some(key.field_id)
+                field.data_type() == &key.data_type && field_id_of(field) == Some(key.field_id)
             })
     }
 

@@ -15,7 +15,8 @@
 //!
 //! When the scan reads every row of its files (`MergeSpec::columns`), plain runs and positional
 //! runs read whole take their files' columns from the decoded-column cache (`column_cache`),
-//! a positional run masking its deleted rows out of the cached batches.
+//! a positional run masking its deleted rows out of the cached batches (or, when its deletes
+//! hold none of its positions, reading as a plain run).
 //!
 //! The next runs are prepared (delete files loaded and decoded, footer fetched) on tasks of
 //! their own while the current one streams, so that their reads and decoding overlap it.
@@ -234,20 +235,22 @@ async fn open_run(
     let scan = |config: &FileScanConfig, files: Vec<PartitionedFile>, ctx: Arc<TaskContext>| {
         DataSourceExec::from_data_source(files_only(config, files)).execute(0, ctx)
     };
-    let (file, index) = match run {
-        Run::Plain(files) => {
-            // Whole files: their columns may come from the decoded-column cache.
-            if let Some(columns) = &spec.columns
-                && let Some(stream) = columns.partition_stream(
-                    &files_only(&spec.unfiltered, files.clone()),
-                    0,
-                    Arc::clone(&ctx),
-                )
-            {
-                return Ok(stream);
-            }
-            return Ok(scan(filtered, files, ctx)?.boxed());
+    // Files read as planned, with no deletes to apply: whole files take their columns from
+    // the decoded-column cache when they can.
+    let plain = |files: Vec<PartitionedFile>, ctx: Arc<TaskContext>| {
+        if let Some(columns) = &spec.columns
+            && let Some(stream) = columns.partition_stream(
+                &files_only(&spec.unfiltered, files.clone()),
+                0,
+                Arc::clone(&ctx),
+            )
+        {
+            return Ok(stream);
         }
+        Ok(scan(filtered, files, ctx)?.boxed())
+    };
+    let (file, index) = match run {
+        Run::Plain(files) => return plain(files, ctx),
         Run::Positional(file, index) => (*file, index),
     };
     let merge = Arc::clone(&spec.merge);
@@ -261,8 +264,9 @@ async fn open_run(
         None if spec.positional || record.is_some() => {
             DeletedPositions::Bitmap(RoaringTreemap::new())
         }
-        // Its delete files turned out to hold no position of it.
-        None => return Ok(scan(filtered, vec![file], ctx)?.boxed()),
+        // Its delete files (and cached equality positions) turned out to hold no position of
+        // it.
+        None => return plain(vec![file], ctx),
     };
     let metadata = merge.data_file_metadata(index, &ctx).await?;
     // Read whole (no equality positions being recorded): the columns of the file's row groups

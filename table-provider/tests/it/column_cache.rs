@@ -284,6 +284,60 @@ async fn files_with_position_deletes_are_kept_whole_and_masked() {
     all_rows_served(&ctx, &want, first.files).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_whose_equality_deletes_delete_nothing_take_their_columns_from_the_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctx, plain, _cache) = sessions(dir.path(), 256 << 20).await;
+    // An upserting table: each INSERT also writes an equality delete file of its keys, with
+    // their bounds.
+    run_ddl(
+        &ctx,
+        "CREATE TABLE iceberg.db.t (id bigint NOT NULL, k int, price decimal(12, 2), \
+         name string, f double, b boolean, PRIMARY KEY (id)) \
+         TBLPROPERTIES ('write.upsert.enabled'='true')",
+    )
+    .await;
+    for first in [0, ROWS, 2 * ROWS] {
+        write_count(&ctx, &insert_sql("iceberg.db.t", first)).await;
+    }
+    // Replaces ids 5 and 25,000: its delete file's bounds span the second INSERT's files too,
+    // which hold neither key, so their recorded equality positions are empty.
+    write_count(
+        &ctx,
+        "INSERT INTO iceberg.db.t VALUES (5, 1, 1.00, 'five', 1.5, true), \
+         (25000, 2, 2.00, 'twenty-five thousand', 2.5, false)",
+    )
+    .await;
+    let want = summary_of(&run_counting(&plain, SUMMARY).await.batches);
+
+    // The first scan records the equality positions; the next two apply them and read every
+    // file through the cache (its second such read keeps a file's columns): those whose
+    // positions are empty as plain files, the others masked; the fourth takes every file from
+    // the cache.
+    let first = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(summary_of(&first.batches), want);
+    for _ in 0..2 {
+        let read = run_counting(&ctx, SUMMARY).await;
+        assert_eq!(summary_of(&read.batches), want);
+        assert_eq!(
+            (read.hit, read.read),
+            (0, read.files),
+            "every file read through the cache"
+        );
+    }
+    let fourth = run_counting(&ctx, SUMMARY).await;
+    assert_eq!(summary_of(&fourth.batches), want);
+    assert_eq!(
+        (fourth.hit, fourth.read),
+        (fourth.files, 0),
+        "every file from the cache"
+    );
+    let all = "SELECT * FROM iceberg.db.t";
+    let rows = sorted_rows(&plain, all).await;
+    assert_eq!(rows.len(), 3 * ROWS as usize);
+    all_rows_served(&ctx, &rows, fourth.files).await;
+}
+
 /// The deletes of [`delete_rows`]: single rows, a run longer than the reader's skip threshold
 /// (4,096 rows), and all of the third INSERT's rows but its first and last.
 fn deleted_ids() -> Vec<i64> {

@@ -147,6 +147,8 @@ struct WirePlanMetrics {
     files_selected: usize,
     bytes_selected: u64,
     delete_files: usize,
+    #[serde(default)]
+    equality_deletes_pruned: usize,
     stopped_by_limit: bool,
     planning_micros: u64,
 }
@@ -163,6 +165,7 @@ impl From<&PlanMetrics> for WirePlanMetrics {
             files_selected: m.files_selected,
             bytes_selected: m.bytes_selected,
             delete_files: m.delete_files,
+            equality_deletes_pruned: m.equality_deletes_pruned,
             stopped_by_limit: m.stopped_by_limit,
             planning_micros: u64::try_from(m.planning_time.as_micros()).unwrap_or(u64::MAX),
         }
@@ -181,6 +184,7 @@ impl From<WirePlanMetrics> for PlanMetrics {
             files_selected: m.files_selected,
             bytes_selected: m.bytes_selected,
             delete_files: m.delete_files,
+            equality_deletes_pruned: m.equality_deletes_pruned,
             stopped_by_limit: m.stopped_by_limit,
             planning_time: std::time::Duration::from_micros(m.planning_micros),
         }

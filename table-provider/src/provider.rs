@@ -49,7 +49,7 @@ use iceberg::spec::{NameMapping, Transform};
 use crate::catalog::{Catalog, LoadedTable, RefKind};
 use crate::commit::TableReplacement;
 use crate::deletes::{
-    EqualityGroup, FileDeletes, MergeOnRead, cached_equality_positions, key_type,
+    EqualityGroup, EqualityGroupKey, FileDeletes, MergeOnRead, cached_equality_positions, key_type,
 };
 use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
@@ -906,9 +906,6 @@ impl IcebergTableProvider {
     }
 }
 
-/// Equality delete files sharing field ids and sequence number apply together.
-type EqualityKey = (Vec<i32>, i64);
-
 /// Name of the helper column carrying a row's data file index (equality deletes).
 const FILE_INDEX_COLUMN: &str = "__petrel_data_file";
 
@@ -943,7 +940,7 @@ impl MergeLayout {
             }
             let mut positional = Vec::new();
             // (field ids, sequence number) → delete files.
-            let mut by_key: Vec<(EqualityKey, Vec<DeleteFileRef>)> = Vec::new();
+            let mut by_key: Vec<(EqualityGroupKey, Vec<DeleteFileRef>)> = Vec::new();
             for d in &task.deletes {
                 match &d.kind {
                     DeleteKind::Equality { field_ids } => {

@@ -7,7 +7,11 @@
 //! - a deletion vector applies to its one referenced data file (same sequence rule), and
 //!   supersedes position delete files for that file;
 //! - an equality delete file applies when the data file's data sequence number < its own, in
-//!   the same partition, or everywhere when its spec is unpartitioned (global).
+//!   the same partition, or everywhere when its spec is unpartitioned (global) — unless the
+//!   column metrics of both files show that no row of the data file can match one of its
+//!   keys (`equality_bounds`, as Iceberg Java's `DeleteFileIndex` decides). Equality delete
+//!   files committed together (same field ids and sequence number) are kept or skipped
+//!   together, so that one set still serves them all.
 
 use std::collections::HashMap;
 
@@ -15,8 +19,13 @@ use iceberg::spec::{
     DataContentType, DataFile, ManifestEntry, PartitionSpec, PrimitiveLiteral, Struct,
 };
 
+use super::equality_bounds::EqualityStats;
 use crate::io::normalize_location;
 use crate::plan::{DeleteFileRef, DeleteKind};
+
+/// Equality delete files sharing field ids and sequence number (committed together) apply
+/// together, as one set.
+pub(crate) type EqualityGroupKey = (Vec<i32>, i64);
 
 /// Field id of the `file_path` column of position delete files.
 const POS_FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
@@ -27,6 +36,8 @@ struct Indexed {
     sequence_number: i64,
     /// Lower and upper bounds of a position delete file's `file_path` column.
     path_bounds: Option<(String, String)>,
+    /// An equality delete file's metrics on its equality columns.
+    equality_stats: Option<EqualityStats>,
 }
 
 impl Indexed {
@@ -76,6 +87,7 @@ impl DeleteFileIndex {
             },
             sequence_number,
             path_bounds: path_bounds(file),
+            equality_stats: None,
         };
         match file.content_type() {
             DataContentType::Data => return,
@@ -106,16 +118,18 @@ impl DeleteFileIndex {
                 }
             }
             DataContentType::EqualityDeletes => {
-                let kind = DeleteKind::Equality {
-                    field_ids: file.equality_ids().unwrap_or_default(),
+                let field_ids = file.equality_ids().unwrap_or_default();
+                let indexed = Indexed {
+                    equality_stats: Some(EqualityStats::of(file, &field_ids)),
+                    ..base(DeleteKind::Equality { field_ids })
                 };
                 if spec.is_unpartitioned() {
-                    self.global_eq.push(base(kind));
+                    self.global_eq.push(indexed);
                 } else {
                     self.by_partition_eq
                         .entry((spec.spec_id(), file.partition().clone()))
                         .or_default()
-                        .push(base(kind));
+                        .push(indexed);
                 }
             }
         }
@@ -130,8 +144,19 @@ impl DeleteFileIndex {
         spec_id: i32,
         sequence_number: i64,
     ) -> Vec<DeleteFileRef> {
+        self.deletes_for_counting(data, spec_id, sequence_number).0
+    }
+
+    /// [`Self::deletes_for`], and how many equality delete files were skipped because the
+    /// metrics show that none of their keys can match a row of `data`.
+    pub fn deletes_for_counting(
+        &self,
+        data: &DataFile,
+        spec_id: i32,
+        sequence_number: i64,
+    ) -> (Vec<DeleteFileRef>, usize) {
         if self.count == 0 {
-            return Vec::new();
+            return (Vec::new(), 0);
         }
         let raw_path = data.file_path();
         let path = normalize_location(raw_path);
@@ -163,17 +188,51 @@ impl DeleteFileIndex {
         } else {
             out.extend(dvs.into_iter().map(|d| d.delete.clone()));
         }
-        out.extend(
-            self.global_eq
-                .iter()
-                .filter(equality)
-                .map(|d| d.delete.clone()),
-        );
-        if let Some(list) = self.by_partition_eq.get(&key) {
-            out.extend(list.iter().filter(equality).map(|d| d.delete.clone()));
-        }
-        out
+        let candidates: Vec<&Indexed> = self
+            .global_eq
+            .iter()
+            .chain(self.by_partition_eq.get(&key).into_iter().flatten())
+            .filter(equality)
+            .collect();
+        let pruned = keep_matching_equality_groups(data, candidates, &mut out);
+        (out, pruned)
     }
+}
+
+/// Appends to `out` the equality delete files of `candidates` whose group (same field ids,
+/// same sequence number: committed together, applied as one set) has a file that may delete
+/// rows of `data`; returns how many files were left out.
+fn keep_matching_equality_groups(
+    data: &DataFile,
+    candidates: Vec<&Indexed>,
+    out: &mut Vec<DeleteFileRef>,
+) -> usize {
+    let field_ids = |d: &Indexed| match &d.delete.kind {
+        DeleteKind::Equality { field_ids } => field_ids.clone(),
+        _ => Vec::new(),
+    };
+    let mut groups: Vec<(EqualityGroupKey, Vec<&Indexed>)> = Vec::new();
+    for d in candidates {
+        let key = (field_ids(d), d.sequence_number);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, files)) => files.push(d),
+            None => groups.push((key, vec![d])),
+        }
+    }
+    let mut pruned = 0;
+    for (_, files) in groups {
+        let applies = files.iter().any(|d| {
+            d.equality_stats
+                .as_ref()
+                .is_none_or(|stats| stats.may_match(data))
+        });
+        if applies {
+            out.extend(files.into_iter().map(|d| d.delete.clone()));
+        } else {
+            pruned += files.len();
+        }
+    }
+    pruned
 }
 
 /// The `file_path` bounds of a position delete file, when its metrics have them.

@@ -1,6 +1,7 @@
 //! Merge-on-read deletes.
 //!
-//! - [`DeleteFileIndex`] (planning): which delete files apply to which data file.
+//! - [`DeleteFileIndex`] (planning): which delete files apply to which data file;
+//!   `equality_bounds` skips equality delete files whose metrics cannot meet a data file's.
 //! - `position`: position delete files and deletion vectors → deleted positions per data file.
 //! - `position_filter`: a data file's deleted positions → a Parquet access plan skipping long
 //!   deleted runs, and a keep-mask filter for the scattered rest.
@@ -11,6 +12,7 @@
 
 mod cache;
 mod equality;
+mod equality_bounds;
 mod index;
 mod merge_on_read;
 mod position;
@@ -19,6 +21,7 @@ mod position_filter;
 pub(crate) use cache::EqualityPositionsKey;
 pub use cache::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use index::DeleteFileIndex;
+pub(crate) use index::EqualityGroupKey;
 pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};
 pub(crate) use merge_on_read::{EqualityMode, EqualitySets, cached_equality_positions, key_type};
 pub(crate) use position::{read_deletion_vector, read_position_delete_file};

@@ -65,6 +65,9 @@ pub struct PlanMetrics {
     pub bytes_selected: u64,
     /// Delete files in the snapshot (after manifest pruning).
     pub delete_files: usize,
+    /// (data file, equality delete file) pairs skipped because the two files' column metrics
+    /// show that no key of the delete file can match a row of the data file.
+    pub equality_deletes_pruned: usize,
     /// Whether a limit stopped planning early.
     pub stopped_by_limit: bool,
     /// Wall time spent planning.
@@ -290,7 +293,9 @@ impl ScanPlanner {
                     continue;
                 }
                 let sequence_number = data_sequence_number(entry.sequence_number(), &mf);
-                let file_deletes = deletes.deletes_for(file, spec_id, sequence_number);
+                let (file_deletes, pruned) =
+                    deletes.deletes_for_counting(file, spec_id, sequence_number);
+                metrics.equality_deletes_pruned += pruned;
                 metrics.files_selected += 1;
                 metrics.bytes_selected += file.file_size_in_bytes();
                 let data = DataFileRef {

@@ -333,6 +333,10 @@ fn record_plan_metrics(metrics: &ExecutionPlanMetricsSet, plan_metrics: &PlanMet
     counter("files_scanned", plan_metrics.files_selected);
     counter("bytes_planned", plan_metrics.bytes_selected as usize);
     counter("delete_files", plan_metrics.delete_files);
+    counter(
+        "equality_deletes_pruned",
+        plan_metrics.equality_deletes_pruned,
+    );
     MetricBuilder::new(metrics)
         .subset_time("planning_time", 0)
         .add_duration(plan_metrics.planning_time);

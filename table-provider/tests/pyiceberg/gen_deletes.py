@@ -129,8 +129,10 @@ def write_position_deletes(table: Table, entries: list[tuple[str, int]], spec_id
 
 
 def write_equality_deletes(table: Table, columns: list[str], keys: list[tuple], spec_id: int,
-                           partition: tuple) -> DataFile:
-    """An equality delete file holding only the key columns (the table's field ids)."""
+                           partition: tuple, with_metrics: bool = False) -> DataFile:
+    """An equality delete file holding only the key columns (the table's field ids); with
+    `with_metrics`, its manifest entry carries value and null counts and lower/upper bounds of the
+    key columns, as Iceberg Java's writers record them."""
     schema = table.schema()
     fields = [schema.find_field(c) for c in columns]
     arrow_types = {LongType: pa.int64(), StringType: pa.string()}
@@ -139,10 +141,23 @@ def write_equality_deletes(table: Table, columns: list[str], keys: list[tuple], 
     uri = new_delete_path(table, "eq")
     rows = [dict(zip(columns, k)) for k in keys]
     pq.write_table(pa.Table.from_pylist(rows, schema=arrow_schema), local(uri))
+    metrics = {}
+    if with_metrics:
+        def encode(v):
+            return v.to_bytes(8, "little", signed=True) if isinstance(v, int) else v.encode()
+        metrics = {"value_counts": {}, "null_value_counts": {}, "lower_bounds": {}, "upper_bounds": {}}
+        for i, f in enumerate(fields):
+            values = [k[i] for k in keys]
+            present = [v for v in values if v is not None]
+            metrics["value_counts"][f.field_id] = len(values)
+            metrics["null_value_counts"][f.field_id] = len(values) - len(present)
+            if present:
+                metrics["lower_bounds"][f.field_id] = encode(min(present))
+                metrics["upper_bounds"][f.field_id] = encode(max(present))
     df = DataFile.from_args(content=DataFileContent.EQUALITY_DELETES, file_path=uri, file_format=FileFormat.PARQUET,
                             partition=Record(*partition), record_count=len(keys),
                             file_size_in_bytes=os.path.getsize(local(uri)), sort_order_id=None,
-                            equality_ids=[f.field_id for f in fields], key_metadata=None)
+                            equality_ids=[f.field_id for f in fields], key_metadata=None, **metrics)
     df.spec_id = spec_id
     return df
 
@@ -249,9 +264,9 @@ class Model:
         return f, {"kind": "pos", "entries": set(entries)}
 
     def equality_deletes(self, columns: list[str], keys: list[tuple], spec_id: int = 0,
-                         partition: tuple = ()) -> tuple[DataFile, dict]:
-        f = write_equality_deletes(self.table, columns, keys, spec_id, partition)
-        return f, {"kind": "eq", "columns": columns, "keys": set(keys)}
+                         partition: tuple = (), with_metrics: bool = False) -> tuple[DataFile, dict]:
+        f = write_equality_deletes(self.table, columns, keys, spec_id, partition, with_metrics)
+        return f, {"kind": "eq", "columns": columns, "keys": set(keys), "metrics": with_metrics}
 
     def commit_one(self, made: tuple[DataFile, dict]):
         self.commit([made[0]], [made[1]])
@@ -260,7 +275,7 @@ class Model:
     def live(self, seq: int | None = None) -> tuple[list[dict], dict]:
         """Rows live at sequence number `seq` (default: all), and delete statistics."""
         seq = max(s for _, s in self.snapshots) if seq is None else seq
-        stats = {"rows_deleted_by_position": 0, "rows_deleted_by_equality": 0}
+        stats = {"rows_deleted_by_position": 0, "rows_deleted_by_equality": 0, "equality_deletes_pruned": 0}
         pos_files, eq_files = set(), set()
         out = []
         deletes = [d for d in self.deletes if d["seq"] <= seq]
@@ -269,6 +284,11 @@ class Model:
             pos = [d for d in deletes if d["kind"] == "pos" and data["seq"] <= d["seq"] and same_partition(d)]
             eq = [d for d in deletes if d["kind"] == "eq" and data["seq"] < d["seq"]
                   and (self.specs_unpartitioned[d["spec_id"]] or same_partition(d))]
+            # A reader skips an equality delete file whose metrics cannot meet the data file's
+            # (Iceberg Java's DeleteFileIndex): the rows stay the same, the files applied do not.
+            kept = [d for d in eq if may_match_by_metrics(data["rows"], d)]
+            stats["equality_deletes_pruned"] += len(eq) - len(kept)
+            eq = kept
             pos_files.update(d["path"] for d in pos)
             eq_files.update(d["path"] for d in eq)
             for position, row in enumerate(data["rows"]):
@@ -290,6 +310,33 @@ class Model:
         out.sort(key=row_key)
         return {"columns": [f.name for f in fields], "types": [type_str(f.field_type) for f in fields],
                 "count": len(out), "rows": out}
+
+
+def may_match_by_metrics(rows: list[dict], delete: dict) -> bool:
+    """Whether an equality delete file written with metrics may delete one of `rows` (a data file's),
+    judged only from what the two files' metrics say (counts and bounds, computed here from the values
+    themselves): the rule of Iceberg Java's DeleteFileIndex.canContainEqDeletesForFile. Files written
+    without metrics always may. (Each such file is committed on its own here, so a reader's grouping of
+    files committed together does not come in.)"""
+    if not delete.get("metrics"):
+        return True
+    for i, c in enumerate(delete["columns"]):
+        data_values = [r[c] for r in rows]
+        delete_values = [k[i] for k in delete["keys"]]
+        data_nulls = sum(v is None for v in data_values)
+        delete_nulls = sum(v is None for v in delete_values)
+        if data_nulls and delete_nulls:
+            continue
+        if data_nulls == len(data_values) and not delete_nulls:
+            return False
+        if delete_nulls == len(delete_values) and not data_nulls:
+            return False
+        data_present = [v for v in data_values if v is not None]
+        delete_present = [v for v in delete_values if v is not None]
+        if data_present and delete_present and (min(data_present) > max(delete_present)
+                                                or min(delete_present) > max(data_present)):
+            return False
+    return True
 
 
 def pyiceberg_result(table: Table, snapshot_id: int) -> dict:
@@ -473,6 +520,40 @@ def build_eq_partitioned(cat) -> tuple[Model, list]:
     return m, queries
 
 
+def build_eq_bounds(cat) -> tuple[Model, list]:
+    t = cat.create_table(f"{NAMESPACE}.eq_bounds", schema=KEY_PAYLOAD)
+    m = Model(t, "Equality delete files with column metrics (bounds, value and null counts) next to ones without: "
+                 "a reader may skip a delete file for a data file when the metrics show no key can match "
+                 "(ranges apart, nulls only on one side); the rows are those of the plain spec rules.")
+    for f in range(3):
+        m.append([{"id": i, "payload": f"p{i}"} for i in range(f * 100, f * 100 + 100)])
+    m.commit_one(m.equality_deletes(["id"], [(10,), (20,)], with_metrics=True))            # file 0 only
+    m.commit_one(m.equality_deletes(["id"], [(150,), (199,)], with_metrics=True))          # file 1 only
+    m.commit_one(m.equality_deletes(["id"], [(None,), (5,)], with_metrics=True))           # file 0: no null data
+    m.commit_one(m.equality_deletes(["id"], [(None,)], with_metrics=True))                 # none: only nulls
+    m.append([{"id": None, "payload": "rnull1"}, {"id": None, "payload": "rnull2"}, {"id": 5, "payload": "r5"}] +
+             [{"id": i, "payload": f"r{i}"} for i in range(300, 310)])
+    m.commit_one(m.equality_deletes(["id"], [(None,), (305,)], with_metrics=True))         # file 3: nulls both
+    m.commit_one(m.equality_deletes(["id"], [(7,), (1000,)]))                              # all: no metrics
+    m.commit_one(m.equality_deletes(["payload"], [("p150",)], with_metrics=True))          # files 0, 1 by bounds
+    m.commit_one(m.equality_deletes(["payload"], [("q1",)], with_metrics=True))            # none
+    queries = [("SELECT payload FROM {t}", ["payload"], lambda r: True),
+               ("SELECT * FROM {t} WHERE id < 50 OR id IS NULL", None, lambda r: r["id"] is None or r["id"] < 50),
+               ("SELECT count(*) AS n FROM {t} WHERE id >= 200", COUNT, lambda r: r["id"] is not None and r["id"] >= 200)]
+    return m, queries
+
+
+def build_eq_bounds_disjoint(cat) -> tuple[Model, list]:
+    t = cat.create_table(f"{NAMESPACE}.eq_bounds_disjoint", schema=KEY_PAYLOAD)
+    m = Model(t, "An equality delete file with metrics whose keys lie outside every data file's range: it applies "
+                 "by the spec's rules but can delete nothing, so a reader may skip it everywhere (and count "
+                 "rows from the manifests).")
+    for f in range(2):
+        m.append([{"id": i, "payload": f"p{i}"} for i in range(f * 100, f * 100 + 100)])
+    m.commit_one(m.equality_deletes(["id"], [(500,), (510,)], with_metrics=True))
+    return m, [("SELECT payload FROM {t}", ["payload"], lambda r: True)]
+
+
 def build_corrupt_delete(cat) -> tuple[Model, list]:
     t = cat.create_table(f"{NAMESPACE}.corrupt_delete", schema=ID_PAYLOAD)
     m = Model(t, "A position delete file overwritten with garbage after the commit: reads must fail naming it.")
@@ -523,7 +604,8 @@ def main(argv):
     cat.create_namespace(NAMESPACE)
     tables = []
     for build in [build_eq_nulls, build_eq_two_strings, build_eq_and_pos_same_file, build_many_small_deletes,
-                  build_pos_many_files, build_pos_row_groups, build_eq_partitioned, build_corrupt_delete, build_missing_delete]:
+                  build_pos_many_files, build_pos_row_groups, build_eq_partitioned, build_eq_bounds,
+                  build_eq_bounds_disjoint, build_corrupt_delete, build_missing_delete]:
         m, queries = build(cat)
         e = entry(m, queries)
         name = e["name"]

@@ -59,8 +59,9 @@ use crate::plan::{
 };
 use crate::scan::{
     CachedScan, ColumnSource, FILE_PATH_COLUMN, FieldIdAdapterFactory, FilteredScan,
-    IcebergScanExec, MergeSpec, NamedFileReaderFactory, NanFreeColumns, NanSafeReaderFactory,
-    POSITION_COLUMN, ScanRecipe, TableRecipe, metadata_statistics, partitioned_file,
+    IcebergScanExec, KeylessRead, MergeSpec, NamedFileReaderFactory, NanFreeColumns,
+    NanSafeReaderFactory, POSITION_COLUMN, ScanRecipe, TableRecipe, metadata_statistics,
+    partitioned_file,
 };
 use crate::spec::{ResolvedSnapshot, SnapshotSelector, field_id_of, iceberg_schema_to_arrow};
 use crate::write::data_file_writer::WriteSettings;
@@ -763,6 +764,26 @@ impl IcebergTableProvider {
                         .build()
                 })
         };
+        // Files without equality deletes skip the key columns the others need.
+        let keyless = match deletes.keyless(projection.len()) {
+            Some((indices, key_slots)) if !positional => {
+                let keyless_config = |source: ParquetSource| {
+                    FileScanConfigBuilder::new(store_url.clone(), Arc::new(source))
+                        .with_projection_indices(Some(indices.clone()))
+                        .map(|b| {
+                            b.with_limit(scan_limit)
+                                .with_expr_adapter(Some(Arc::clone(&adapter)))
+                                .build()
+                        })
+                };
+                Some(KeylessRead {
+                    filtered: Arc::new(keyless_config(source.clone())?),
+                    unfiltered: Arc::new(keyless_config(unfiltered_source.clone())?),
+                    key_slots,
+                })
+            }
+            _ => None,
+        };
         let config = config_of(source, groups)?;
         let unfiltered = Arc::new(config_of(unfiltered_source, vec![])?);
         let input: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
@@ -845,6 +866,7 @@ impl IcebergTableProvider {
                 positional,
                 // Merge scans use the cache only when they read whole files.
                 columns: column_cache.clone().filter(|c| c.filtered.is_none()),
+                keyless,
             }
         });
         let mut scan = IcebergScanExec::with_metrics(
@@ -1020,6 +1042,19 @@ impl MergeLayout {
 
     fn is_empty(&self) -> bool {
         self.files.is_empty()
+    }
+
+    /// The inner projection without the key columns the layout added (the first `projected`
+    /// columns are the query's), and where those columns are in it; `None` when none was
+    /// added. Files without equality deletes are read with it.
+    fn keyless(&self, projected: usize) -> Option<(Vec<usize>, Vec<usize>)> {
+        let file_column = self.file_column?;
+        if file_column <= projected {
+            return None;
+        }
+        let mut indices = self.inner_projection[..projected].to_vec();
+        indices.push(self.inner_projection[file_column]);
+        Some((indices, (projected..file_column).collect()))
     }
 
     /// This layout with its equality deletes applied as positions instead (the files keep

@@ -82,6 +82,7 @@ struct DeleteMetrics {
     equality_keys: Count,
     equality_positions_cached: Count,
     equality_positions_recorded: Count,
+    files_without_keys: Count,
     build_time: Time,
 }
 
@@ -99,6 +100,7 @@ impl DeleteMetrics {
             equality_keys: counter("equality_delete_keys"),
             equality_positions_cached: counter("equality_positions_cached"),
             equality_positions_recorded: counter("equality_positions_recorded"),
+            files_without_keys: counter("files_read_without_equality_keys"),
             build_time: MetricBuilder::new(metrics).subset_time("delete_build_time", 0),
         }
     }
@@ -336,6 +338,19 @@ impl MergeOnRead {
         file: u32,
     ) -> DFResult<Option<BooleanBuffer>> {
         self.probe_rows(sets, batch, file)
+    }
+
+    /// Whether data file `index` has equality deletes to apply (probed, recorded or cached).
+    pub(crate) fn has_equality_groups(&self, index: usize) -> bool {
+        self.files
+            .get(index)
+            .is_some_and(|f| !f.equality_groups.is_empty())
+    }
+
+    /// Counts data files read without the equality key columns (they have no equality
+    /// deletes; other files of the scan do).
+    pub(crate) fn record_read_without_keys(&self, files: usize) {
+        self.metrics.files_without_keys.add(files);
     }
 
     /// Whether any data file has equality deletes.

@@ -255,6 +255,8 @@ impl IcebergScanExec {
                 };
                 Some(MergeSpec {
                     unfiltered: Arc::new(config.clone()),
+                    // Its scans are not narrowed: every file reads the key columns.
+                    keyless: None,
                     ..spec.clone()
                 })
             }

@@ -21,6 +21,11 @@
 //! The next runs are prepared (delete files loaded and decoded, footer fetched) on tasks of
 //! their own while the current one streams, so that their reads and decoding overlap it.
 //!
+//! Files without equality deletes of their own, in a scan whose other files have some, are read
+//! without the key columns only those others need (`MergeSpec::keyless`): the columns are never
+//! decoded, and null columns take their places in the batches (no equality set is probed for
+//! those files, and the query did not ask for the columns).
+//!
 //! Equality deletes are applied last, to every batch, once the scan's equality sets are built
 //! — except in files whose equality-deleted positions are cached (applied with the positional
 //! deletes of their run) or being recorded (a positional run with no filter probes its batches
@@ -35,7 +40,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Int64Array, RecordBatch, RecordBatchOptions, StringArray};
+use arrow::array::{
+    ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, StringArray, new_null_array,
+};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result as DFResult};
@@ -104,12 +111,30 @@ pub struct MergeSpec {
     /// positional deletes take their columns from it and drop their deleted rows with a
     /// keep-mask.
     pub(crate) columns: Option<CachedScan>,
+    /// How files without equality deletes are read when the scan adds key columns for the
+    /// others (`None`: no key column was added, or the scan narrows struct columns).
+    pub(crate) keyless: Option<KeylessRead>,
+}
+
+/// The scan's files without equality deletes, read without the key columns the scan added for
+/// the others: the same scans (filtered and unfiltered) with those columns left out of their
+/// projection, and where the columns go back as nulls.
+#[derive(Debug, Clone)]
+pub(crate) struct KeylessRead {
+    /// The child's scan without the added key columns.
+    pub filtered: Arc<FileScanConfig>,
+    /// `MergeSpec::unfiltered` without them.
+    pub unfiltered: Arc<FileScanConfig>,
+    /// Where the added key columns are in the inner batches.
+    pub key_slots: Vec<usize>,
 }
 
 /// A run of a partition's files read by one Parquet scan.
 enum Run {
     /// Files without positional deletes.
     Plain(Vec<PartitionedFile>),
+    /// Files without positional or equality deletes, read without the added key columns.
+    Keyless(Vec<PartitionedFile>),
     /// One file with positional deletes (its index in the merge state).
     Positional(Box<PartitionedFile>, usize),
 }
@@ -144,18 +169,47 @@ pub(crate) fn partition_stream(
         if let Some(index) = spec.merge.file_index(file.object_meta.location.as_ref()) {
             spec.merge.equality_mode(index, unfiltered);
         }
-        match spec
-            .merge
-            .file_index(file.object_meta.location.as_ref())
-            .filter(|i| spec.merge.has_positional(*i))
-        {
+        let index = spec.merge.file_index(file.object_meta.location.as_ref());
+        match index.filter(|i| spec.merge.has_positional(*i)) {
             Some(index) => runs.push(Run::Positional(Box::new(file), index)),
+            None if spec.keyless.is_some()
+                && !index.is_some_and(|i| spec.merge.has_equality_groups(i)) =>
+            {
+                match runs.last_mut() {
+                    Some(Run::Keyless(files)) => files.push(file),
+                    _ => runs.push(Run::Keyless(vec![file])),
+                }
+            }
             None => match runs.last_mut() {
                 Some(Run::Plain(plain)) => plain.push(file),
                 _ => runs.push(Run::Plain(vec![file])),
             },
         }
     }
+    // The inner batches' schema with the added key columns nullable: a keyless run's batches
+    // hold nulls there.
+    let padded_schema = match &spec.keyless {
+        Some(keyless) => {
+            let inner = config.projected_schema()?;
+            let fields: Vec<Arc<Field>> = inner
+                .fields()
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    if keyless.key_slots.contains(&i) {
+                        Arc::new(f.as_ref().clone().with_nullable(true))
+                    } else {
+                        Arc::clone(f)
+                    }
+                })
+                .collect();
+            Some(Arc::new(Schema::new_with_metadata(
+                fields,
+                inner.metadata().clone(),
+            )))
+        }
+        None => None,
+    };
 
     let filtered = Arc::new(config.clone());
     // Row-group pruning done here is counted with the Parquet scan's own metrics.
@@ -163,16 +217,17 @@ pub(crate) fn partition_stream(
     let (spec_for_runs, ctx) = (spec.clone(), Arc::clone(&context));
     let batches = futures::stream::iter(runs)
         .map(move |run| {
-            let (spec, filtered, ctx, metrics) = (
+            let (spec, filtered, ctx, metrics, padded) = (
                 spec_for_runs.clone(),
                 Arc::clone(&filtered),
                 Arc::clone(&ctx),
                 metrics.clone(),
+                padded_schema.clone(),
             );
             // Spawned: `try_flatten` polls the next runs only once the current one has ended,
             // so a run prepared ahead progresses on its own task, on another thread.
             let task = SpawnedTask::spawn(async move {
-                open_run(run, &spec, &filtered, ctx, partition, &metrics).await
+                open_run(run, &spec, &filtered, padded, ctx, partition, &metrics).await
             });
             async move {
                 task.join()
@@ -228,6 +283,7 @@ async fn open_run(
     run: Run,
     spec: &MergeSpec,
     filtered: &FileScanConfig,
+    padded_schema: Option<SchemaRef>,
     ctx: Arc<TaskContext>,
     partition: usize,
     metrics: &ExecutionPlanMetricsSet,
@@ -235,12 +291,15 @@ async fn open_run(
     let scan = |config: &FileScanConfig, files: Vec<PartitionedFile>, ctx: Arc<TaskContext>| {
         DataSourceExec::from_data_source(files_only(config, files)).execute(0, ctx)
     };
-    // Files read as planned, with no deletes to apply: whole files take their columns from
-    // the decoded-column cache when they can.
-    let plain = |files: Vec<PartitionedFile>, ctx: Arc<TaskContext>| {
+    // Files read as planned by `filtered` (`unfiltered` when whole), with no deletes to apply:
+    // whole files take their columns from the decoded-column cache when they can.
+    let read = |filtered: &FileScanConfig,
+                unfiltered: &FileScanConfig,
+                files: Vec<PartitionedFile>,
+                ctx: Arc<TaskContext>| {
         if let Some(columns) = &spec.columns
             && let Some(stream) = columns.partition_stream(
-                &files_only(&spec.unfiltered, files.clone()),
+                &files_only(unfiltered, files.clone()),
                 0,
                 Arc::clone(&ctx),
             )
@@ -249,8 +308,19 @@ async fn open_run(
         }
         Ok(scan(filtered, files, ctx)?.boxed())
     };
+    let plain = |files: Vec<PartitionedFile>, ctx: Arc<TaskContext>| {
+        read(filtered, &spec.unfiltered, files, ctx)
+    };
     let (file, index) = match run {
         Run::Plain(files) => return plain(files, ctx),
+        Run::Keyless(files) => {
+            let (Some(keyless), Some(schema)) = (&spec.keyless, padded_schema) else {
+                return plain(files, ctx);
+            };
+            spec.merge.record_read_without_keys(files.len());
+            let stream = read(&keyless.filtered, &keyless.unfiltered, files, ctx)?;
+            return Ok(with_null_columns(stream, &keyless.key_slots, schema));
+        }
         Run::Positional(file, index) => (*file, index),
     };
     let merge = Arc::clone(&spec.merge);
@@ -353,6 +423,49 @@ async fn open_run(
             .boxed());
     }
     Ok(masked(stream.boxed(), filter, merge, index))
+}
+
+/// The batches of `stream` with null columns inserted at `slots` (positions in `schema`, the
+/// inner batches' schema with those columns nullable).
+fn with_null_columns(
+    stream: BoxStream<'static, DFResult<RecordBatch>>,
+    slots: &[usize],
+    schema: SchemaRef,
+) -> BoxStream<'static, DFResult<RecordBatch>> {
+    let slots = slots.to_vec();
+    // One null column per slot, as long as the longest batch so far, sliced for each batch.
+    let mut nulls: Vec<ArrayRef> = Vec::new();
+    stream
+        .map(move |batch| {
+            let batch = batch?;
+            let rows = batch.num_rows();
+            if nulls.first().is_none_or(|n| n.len() < rows) {
+                nulls = slots
+                    .iter()
+                    .map(|&i| new_null_array(schema.field(i).data_type(), rows))
+                    .collect();
+            }
+            let mut read = batch.columns().iter();
+            let mut columns = Vec::with_capacity(schema.fields().len());
+            for i in 0..schema.fields().len() {
+                match slots.iter().position(|&s| s == i) {
+                    Some(k) => columns.push(nulls[k].slice(0, rows)),
+                    None => columns.push(Arc::clone(read.next().ok_or_else(|| {
+                        DataFusionError::Internal(format!(
+                            "a keyless run's batch has {} columns, expected {}",
+                            batch.num_columns(),
+                            schema.fields().len() - slots.len()
+                        ))
+                    })?)),
+                }
+            }
+            Ok(RecordBatch::try_new_with_options(
+                Arc::clone(&schema),
+                columns,
+                &RecordBatchOptions::new().with_row_count(Some(rows)),
+            )?)
+        })
+        .boxed()
 }
 
 /// The batches of `stream` (data file `index`'s) with the rows `filter` masks dropped (and

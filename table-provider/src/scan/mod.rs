@@ -19,6 +19,7 @@ pub(crate) use column_cache::{CachedScan, ColumnSource, FilteredScan};
 pub use exec::IcebergScanExec;
 pub use footer_rewrite::{FooterRewrite, FooterRewritingReaderFactory};
 pub use leaf_projection::{LeafProjectingReaderFactory, LeafProjection};
+pub(crate) use merge_stream::KeylessRead;
 pub use merge_stream::{FILE_PATH_COLUMN, MergeSpec, POSITION_COLUMN};
 pub(crate) use metadata_stats::metadata_statistics;
 pub(crate) use nan_safe_stats::{NanFreeColumns, NanSafeReaderFactory};

@@ -524,7 +524,8 @@ def build_eq_bounds(cat) -> tuple[Model, list]:
     t = cat.create_table(f"{NAMESPACE}.eq_bounds", schema=KEY_PAYLOAD)
     m = Model(t, "Equality delete files with column metrics (bounds, value and null counts) next to ones without: "
                  "a reader may skip a delete file for a data file when the metrics show no key can match "
-                 "(ranges apart, nulls only on one side); the rows are those of the plain spec rules.")
+                 "(ranges apart, nulls only on one side); the rows are those of the plain spec rules. The last "
+                 "data file comes after every delete file.")
     for f in range(3):
         m.append([{"id": i, "payload": f"p{i}"} for i in range(f * 100, f * 100 + 100)])
     m.commit_one(m.equality_deletes(["id"], [(10,), (20,)], with_metrics=True))            # file 0 only
@@ -537,6 +538,7 @@ def build_eq_bounds(cat) -> tuple[Model, list]:
     m.commit_one(m.equality_deletes(["id"], [(7,), (1000,)]))                              # all: no metrics
     m.commit_one(m.equality_deletes(["payload"], [("p150",)], with_metrics=True))          # files 0, 1 by bounds
     m.commit_one(m.equality_deletes(["payload"], [("q1",)], with_metrics=True))            # none
+    m.append([{"id": i, "payload": f"s{i}"} for i in range(400, 410)])                     # after every delete
     queries = [("SELECT payload FROM {t}", ["payload"], lambda r: True),
                ("SELECT * FROM {t} WHERE id < 50 OR id IS NULL", None, lambda r: r["id"] is None or r["id"] < 50),
                ("SELECT count(*) AS n FROM {t} WHERE id >= 200", COUNT, lambda r: r["id"] is not None and r["id"] >= 200)]

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Scans of upserted tables whose data files hold key ranges, for one or more Petrel binaries.
+
+    scripts/bench-upsert-ranges.py BINARY [BINARY...] [--rounds N] [--rows N] [--warehouse DIR]
+
+Tables (made once in the warehouse with the first binary, kept for later runs; all three hold the
+same 5,000,000 rows `id, a = id % 1000, price = id * 0.01, s`, loaded by 10 INSERTs of 500,000
+consecutive ids, so each INSERT's data files hold one range of ids):
+
+- `plain`: no key, nothing else (the baseline);
+- `ranges`: `PRIMARY KEY (id)`; then an upsert (`CommandStatementIngest` with `upsert=true`) of
+  50,000 rows, ids 4,975,000..5,024,999: half replace the newest ids, half are new. Its
+  equality delete file's bounds meet only the last INSERT's files (recent rows updated, as an
+  orders table's are);
+- `spread`: the same, but the upsert replaces ids 0 and 4,999,999 and adds 1,000 new ones: the
+  bounds span every file, and only two files hold a deleted key.
+
+For each binary, each round starts a fresh server (`serve --warehouse`), runs `SELECT 1`, then
+`SELECT count(*), sum(price), sum(a)` of a table once (the first query: nothing of the table is
+cached, as after a commit) and 5 times more (repeated: median). Binaries alternate in order per
+round. Prints the medians over rounds and each figure ÷ the same binary's `plain`; every answer
+is checked against the rows' formulas.
+
+Needs `adbc-driver-flightsql` and pyarrow (`scripts/setup-spark.sh`'s virtualenv has both).
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import adbc_driver_flightsql.dbapi as flightsql
+import pyarrow as pa
+import pyarrow.flight as flight
+
+QUERY = "SELECT count(*), sum(price), sum(a) FROM iceberg.db.{}"
+TABLES = ("plain", "ranges", "spread")
+LOADS = 10
+
+
+def start(binary, warehouse):
+    work = tempfile.mkdtemp(prefix="petrel-bench-")
+    port_file = os.path.join(work, "port")
+    server = subprocess.Popen(
+        [binary, "serve", "--warehouse", warehouse, "--bind", "127.0.0.1:0", "--port-file", port_file,
+         "--default-catalog", "iceberg", "--default-schema", "db"],
+        stdout=open(os.path.join(work, "log"), "w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 30
+    while not (os.path.exists(port_file) and open(port_file).read().strip()):
+        if server.poll() is not None or time.time() > deadline:
+            sys.exit(f"{binary} did not start: see {work}/log")
+        time.sleep(0.02)
+    return server, "grpc://" + open(port_file).read().strip()
+
+
+def varint(n):
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def field(number, payload):
+    return varint(number << 3 | 2) + varint(len(payload)) + payload
+
+
+def upsert(uri, table, data):
+    """A `CommandStatementIngest` appending `data` to iceberg.db.`table` with option upsert=true
+    (ADBC's driver sends no ingest options, so the protobuf is written by hand)."""
+    definition = varint(1 << 3) + varint(2) + varint(2 << 3) + varint(2)  # FAIL if absent, APPEND
+    command = field(1, definition) + field(2, table.encode()) + field(3, b"db") + field(4, b"iceberg")
+    command += field(1000, field(1, b"upsert") + field(2, b"true"))
+    url = b"type.googleapis.com/arrow.flight.protocol.sql.CommandStatementIngest"
+    client = flight.FlightClient(uri)
+    writer, reader = client.do_put(flight.FlightDescriptor.for_command(field(1, url) + field(2, command)),
+                                   data.schema)
+    writer.write_table(data)
+    writer.done_writing()
+    reader.read()
+    writer.close()
+    client.close()
+
+
+def upsert_ids(table, rows):
+    if table == "ranges":
+        return list(range(rows - rows // 200, rows + rows // 200))
+    return [0, rows - 1] + list(range(rows, rows + rows // 5000))
+
+
+def expected(table, rows):
+    """count(*), sum(price), sum(a) of `table` by the rows' formulas."""
+    ids = set(range(rows))
+    replaced = set(upsert_ids(table, rows)) if table != "plain" else set()
+    kept = ids - replaced
+    count = len(kept) + len(replaced)
+    price = sum(i * 0.01 for i in kept) + len(replaced) * 1.0
+    a = sum(i % 1000 for i in kept) + len(replaced) * 7
+    return count, price, a
+
+
+def setup(binary, warehouse, rows):
+    shutil.rmtree(warehouse, ignore_errors=True)
+    os.makedirs(warehouse)
+    server, uri = start(binary, warehouse)
+    try:
+        with flightsql.connect(uri) as conn, conn.cursor() as cur:
+            cur.execute("CREATE SCHEMA iceberg.db")
+            for table in TABLES:
+                key = ", PRIMARY KEY (id)" if table != "plain" else ""
+                cur.execute(f"CREATE TABLE iceberg.db.{table} (id BIGINT NOT NULL, a BIGINT, price DOUBLE, "
+                            f"s STRING{key})")
+                step = rows // LOADS
+                for low in range(0, rows, step):
+                    cur.execute(f"INSERT INTO iceberg.db.{table} SELECT value, value % 1000, "
+                                f"CAST(value AS DOUBLE) * 0.01, concat('s', CAST(value % 977 AS VARCHAR)) "
+                                f"FROM generate_series({low}, {min(low + step, rows) - 1})")
+                if table != "plain":
+                    ids = pa.array(upsert_ids(table, rows), pa.int64())
+                    upsert(uri, table, pa.table({"id": ids, "a": pa.array([7] * len(ids), pa.int64()),
+                                                 "price": pa.array([1.0] * len(ids)),
+                                                 "s": pa.array(["u"] * len(ids))}))
+    finally:
+        server.terminate()
+        server.wait()
+    with open(os.path.join(warehouse, "bench-rows"), "w") as f:
+        f.write(str(rows))
+
+
+def check(table, got, rows):
+    count, price, a = expected(table, rows)
+    if got[0] != count or got[2] != a or abs(got[1] - price) > 1e-6 * abs(price):
+        sys.exit(f"{table}: got {got}, want ({count}, {price}, {a})")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("binaries", nargs="+")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--warehouse", default=os.path.expanduser("~/.cache/petrel/bench-upsert-ranges"))
+    args = parser.parse_args()
+    marker = os.path.join(args.warehouse, "bench-rows")
+    if not os.path.exists(marker) or open(marker).read() != str(args.rows):
+        print(f"bench-upsert-ranges: making the tables in {args.warehouse}", file=sys.stderr)
+        setup(args.binaries[0], args.warehouse, args.rows)
+    first = {(b, t): [] for b in args.binaries for t in TABLES}
+    repeated = {(b, t): [] for b in args.binaries for t in TABLES}
+    for round_ in range(args.rounds):
+        order = args.binaries if round_ % 2 == 0 else args.binaries[::-1]
+        for binary in order:
+            for table in TABLES:
+                server, uri = start(binary, args.warehouse)
+                try:
+                    with flightsql.connect(uri) as conn, conn.cursor() as cur:
+                        cur.execute("SELECT 1")
+                        cur.fetchall()
+                        samples = []
+                        for _ in range(6):
+                            t = time.perf_counter()
+                            cur.execute(QUERY.format(table))
+                            got = cur.fetchone()
+                            samples.append((time.perf_counter() - t) * 1000)
+                            check(table, got, args.rows)
+                finally:
+                    server.terminate()
+                    server.wait()
+                first[(binary, table)].append(samples[0])
+                repeated[(binary, table)].append(statistics.median(samples[1:]))
+    load = os.getloadavg()[0]
+    print(f"# Upserted key ranges — {args.rows:,} rows, {args.rounds} rounds, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load:.1f}\n")
+    print("| binary | table | first ms | ÷ plain | repeated ms | ÷ plain |")
+    print("|---|---|---:|---:|---:|---:|")
+    for binary in args.binaries:
+        base_first = statistics.median(first[(binary, "plain")])
+        base_repeated = statistics.median(repeated[(binary, "plain")])
+        for table in TABLES:
+            f = statistics.median(first[(binary, table)])
+            r = statistics.median(repeated[(binary, table)])
+            print(f"| {binary} | {table} | {f:.1f} | {f / base_first:.2f} | {r:.1f} | {r / base_repeated:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -15,20 +15,21 @@
 
 use iceberg::spec::{DataFile, Datum, PrimitiveType};
 
-/// What one file's metrics say about one column.
-#[derive(Debug, Clone)]
-struct ColumnStats {
-    lower: Option<Datum>,
-    upper: Option<Datum>,
+/// What one file's metrics say about one column (borrowed from the file, or from the index's
+/// copy of a delete file's metrics).
+#[derive(Debug, Clone, Copy)]
+struct ColumnStats<'a> {
+    lower: Option<&'a Datum>,
+    upper: Option<&'a Datum>,
     nulls: Option<u64>,
     values: Option<u64>,
 }
 
-impl ColumnStats {
-    fn of(file: &DataFile, field_id: i32) -> Self {
+impl<'a> ColumnStats<'a> {
+    fn of(file: &'a DataFile, field_id: i32) -> Self {
         Self {
-            lower: file.lower_bounds().get(&field_id).cloned(),
-            upper: file.upper_bounds().get(&field_id).cloned(),
+            lower: file.lower_bounds().get(&field_id),
+            upper: file.upper_bounds().get(&field_id),
             nulls: file.null_value_counts().get(&field_id).copied(),
             values: file.value_counts().get(&field_id).copied(),
         }
@@ -50,10 +51,31 @@ impl ColumnStats {
     }
 }
 
+/// One column's metrics of an equality delete file, kept by the delete file index.
+#[derive(Debug, Clone)]
+struct OwnedColumnStats {
+    field_id: i32,
+    lower: Option<Datum>,
+    upper: Option<Datum>,
+    nulls: Option<u64>,
+    values: Option<u64>,
+}
+
+impl OwnedColumnStats {
+    fn view(&self) -> ColumnStats<'_> {
+        ColumnStats {
+            lower: self.lower.as_ref(),
+            upper: self.upper.as_ref(),
+            nulls: self.nulls,
+            values: self.values,
+        }
+    }
+}
+
 /// An equality delete file's metrics on its equality columns.
 #[derive(Debug, Clone)]
 pub(crate) struct EqualityStats {
-    columns: Vec<(i32, ColumnStats)>,
+    columns: Vec<OwnedColumnStats>,
 }
 
 impl EqualityStats {
@@ -62,7 +84,16 @@ impl EqualityStats {
         Self {
             columns: field_ids
                 .iter()
-                .map(|id| (*id, ColumnStats::of(file, *id)))
+                .map(|&field_id| {
+                    let stats = ColumnStats::of(file, field_id);
+                    OwnedColumnStats {
+                        field_id,
+                        lower: stats.lower.cloned(),
+                        upper: stats.upper.cloned(),
+                        nulls: stats.nulls,
+                        values: stats.values,
+                    }
+                })
                 .collect(),
         }
     }
@@ -72,7 +103,7 @@ impl EqualityStats {
     pub(crate) fn may_match(&self, data: &DataFile) -> bool {
         self.columns
             .iter()
-            .all(|(id, delete)| column_may_match(&ColumnStats::of(data, *id), delete))
+            .all(|delete| column_may_match(&ColumnStats::of(data, delete.field_id), &delete.view()))
     }
 }
 
@@ -90,7 +121,7 @@ fn column_may_match(data: &ColumnStats, delete: &ColumnStats) -> bool {
         return false;
     }
     let (Some(data_lower), Some(data_upper), Some(delete_lower), Some(delete_upper)) =
-        (&data.lower, &data.upper, &delete.lower, &delete.upper)
+        (data.lower, data.upper, delete.lower, delete.upper)
     else {
         return true;
     };
@@ -112,14 +143,19 @@ mod tests {
         bounds: Option<(Datum, Datum)>,
         nulls: Option<u64>,
         values: Option<u64>,
-    ) -> ColumnStats {
+    ) -> OwnedColumnStats {
         let (lower, upper) = bounds.map_or((None, None), |(l, u)| (Some(l), Some(u)));
-        ColumnStats {
+        OwnedColumnStats {
+            field_id: 1,
             lower,
             upper,
             nulls,
             values,
         }
+    }
+
+    fn column_may_match(data: &OwnedColumnStats, delete: &OwnedColumnStats) -> bool {
+        super::column_may_match(&data.view(), &delete.view())
     }
 
     fn longs(lower: i64, upper: i64) -> Option<(Datum, Datum)> {

@@ -24,7 +24,7 @@ use crate::io::normalize_location;
 use crate::plan::{DeleteFileRef, DeleteKind};
 
 /// Equality delete files sharing field ids and sequence number (committed together) apply
-/// together, as one set.
+/// together, as one set (`provider`'s scan layout groups them by it).
 pub(crate) type EqualityGroupKey = (Vec<i32>, i64);
 
 /// Field id of the `file_path` column of position delete files.
@@ -204,32 +204,32 @@ impl DeleteFileIndex {
 /// rows of `data`; returns how many files were left out.
 fn keep_matching_equality_groups(
     data: &DataFile,
-    candidates: Vec<&Indexed>,
+    mut candidates: Vec<&Indexed>,
     out: &mut Vec<DeleteFileRef>,
 ) -> usize {
-    let field_ids = |d: &Indexed| match &d.delete.kind {
-        DeleteKind::Equality { field_ids } => field_ids.clone(),
-        _ => Vec::new(),
-    };
-    let mut groups: Vec<(EqualityGroupKey, Vec<&Indexed>)> = Vec::new();
-    for d in candidates {
-        let key = (field_ids(d), d.sequence_number);
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, files)) => files.push(d),
-            None => groups.push((key, vec![d])),
+    fn field_ids(d: &Indexed) -> &[i32] {
+        match &d.delete.kind {
+            DeleteKind::Equality { field_ids } => field_ids,
+            _ => &[],
         }
     }
+    // Sorted by group, so that each group is one run (a table may hold thousands of equality
+    // delete files, one set of them per streaming commit).
+    candidates
+        .sort_by(|a, b| (a.sequence_number, field_ids(a)).cmp(&(b.sequence_number, field_ids(b))));
     let mut pruned = 0;
-    for (_, files) in groups {
-        let applies = files.iter().any(|d| {
+    for group in candidates
+        .chunk_by(|a, b| a.sequence_number == b.sequence_number && field_ids(a) == field_ids(b))
+    {
+        let applies = group.iter().any(|d| {
             d.equality_stats
                 .as_ref()
                 .is_none_or(|stats| stats.may_match(data))
         });
         if applies {
-            out.extend(files.into_iter().map(|d| d.delete.clone()));
+            out.extend(group.iter().map(|d| d.delete.clone()));
         } else {
-            pruned += files.len();
+            pruned += group.len();
         }
     }
     pruned

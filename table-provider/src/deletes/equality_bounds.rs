@@ -15,8 +15,7 @@
 
 use iceberg::spec::{DataFile, Datum, PrimitiveType};
 
-/// What one file's metrics say about one column (borrowed from the file, or from the index's
-/// copy of a delete file's metrics).
+/// What one file's metrics say about one column.
 #[derive(Debug, Clone, Copy)]
 struct ColumnStats<'a> {
     lower: Option<&'a Datum>,
@@ -51,65 +50,17 @@ impl<'a> ColumnStats<'a> {
     }
 }
 
-/// One column's metrics of an equality delete file, kept by the delete file index.
-#[derive(Debug, Clone)]
-struct OwnedColumnStats {
-    field_id: i32,
-    lower: Option<Datum>,
-    upper: Option<Datum>,
-    nulls: Option<u64>,
-    values: Option<u64>,
-}
-
-impl OwnedColumnStats {
-    fn view(&self) -> ColumnStats<'_> {
-        ColumnStats {
-            lower: self.lower.as_ref(),
-            upper: self.upper.as_ref(),
-            nulls: self.nulls,
-            values: self.values,
-        }
-    }
-}
-
-/// An equality delete file's metrics on its equality columns.
-#[derive(Debug, Clone)]
-pub(crate) struct EqualityStats {
-    columns: Vec<OwnedColumnStats>,
-}
-
-impl EqualityStats {
-    /// The metrics of `file` (an equality delete file) on `field_ids`.
-    pub(crate) fn of(file: &DataFile, field_ids: &[i32]) -> Self {
-        Self {
-            columns: field_ids
-                .iter()
-                .map(|&field_id| {
-                    let stats = ColumnStats::of(file, field_id);
-                    OwnedColumnStats {
-                        field_id,
-                        lower: stats.lower.cloned(),
-                        upper: stats.upper.cloned(),
-                        nulls: stats.nulls,
-                        values: stats.values,
-                    }
-                })
-                .collect(),
-        }
-    }
-
-    /// Whether the delete file may delete a row of `data`: `false` only when the metrics of
-    /// both files prove that no row can match.
-    pub(crate) fn may_match(&self, data: &DataFile) -> bool {
-        self.columns
-            .iter()
-            .all(|delete| column_may_match(&ColumnStats::of(data, delete.field_id), &delete.view()))
-    }
+/// Whether equality delete file `delete` (equality columns `field_ids`) may delete a row of
+/// `data`: `false` only when the metrics of both files prove that no row can match.
+pub(crate) fn may_match(data: &DataFile, delete: &DataFile, field_ids: &[i32]) -> bool {
+    field_ids
+        .iter()
+        .all(|&id| column_may_match(&ColumnStats::of(data, id), &ColumnStats::of(delete, id)))
 }
 
 /// Whether values of one equality column in a data file (`data`) and in a delete file
 /// (`delete`) may be equal.
-fn column_may_match(data: &ColumnStats, delete: &ColumnStats) -> bool {
+fn column_may_match(data: &ColumnStats<'_>, delete: &ColumnStats<'_>) -> bool {
     if data.may_hold_null() && delete.may_hold_null() {
         // Null deletes null.
         return true;
@@ -139,22 +90,33 @@ fn column_may_match(data: &ColumnStats, delete: &ColumnStats) -> bool {
 mod tests {
     use super::*;
 
-    fn stats(
+    /// One column's metrics, owned (the code under test borrows them from manifest entries).
+    struct Stats {
         bounds: Option<(Datum, Datum)>,
         nulls: Option<u64>,
         values: Option<u64>,
-    ) -> OwnedColumnStats {
-        let (lower, upper) = bounds.map_or((None, None), |(l, u)| (Some(l), Some(u)));
-        OwnedColumnStats {
-            field_id: 1,
-            lower,
-            upper,
+    }
+
+    impl Stats {
+        fn view(&self) -> ColumnStats<'_> {
+            ColumnStats {
+                lower: self.bounds.as_ref().map(|(l, _)| l),
+                upper: self.bounds.as_ref().map(|(_, u)| u),
+                nulls: self.nulls,
+                values: self.values,
+            }
+        }
+    }
+
+    fn stats(bounds: Option<(Datum, Datum)>, nulls: Option<u64>, values: Option<u64>) -> Stats {
+        Stats {
+            bounds,
             nulls,
             values,
         }
     }
 
-    fn column_may_match(data: &OwnedColumnStats, delete: &OwnedColumnStats) -> bool {
+    fn column_may_match(data: &Stats, delete: &Stats) -> bool {
         super::column_may_match(&data.view(), &delete.view())
     }
 

@@ -16,10 +16,10 @@
 use std::collections::HashMap;
 
 use iceberg::spec::{
-    DataContentType, DataFile, ManifestEntry, PartitionSpec, PrimitiveLiteral, Struct,
+    DataContentType, DataFile, ManifestEntryRef, PartitionSpec, PrimitiveLiteral, Struct,
 };
 
-use super::equality_bounds::EqualityStats;
+use super::equality_bounds::may_match;
 use crate::io::normalize_location;
 use crate::plan::{DeleteFileRef, DeleteKind};
 
@@ -36,8 +36,9 @@ struct Indexed {
     sequence_number: i64,
     /// Lower and upper bounds of a position delete file's `file_path` column.
     path_bounds: Option<(String, String)>,
-    /// An equality delete file's metrics on its equality columns.
-    equality_stats: Option<EqualityStats>,
+    /// An equality delete file's manifest entry (shared with the manifest cache), whose
+    /// metrics decide whether it can match a data file.
+    equality_entry: Option<ManifestEntryRef>,
 }
 
 impl Indexed {
@@ -73,7 +74,7 @@ impl DeleteFileIndex {
     }
 
     /// Adds a live delete-manifest entry with its (inherited) data sequence number.
-    pub fn add(&mut self, entry: &ManifestEntry, sequence_number: i64, spec: &PartitionSpec) {
+    pub fn add(&mut self, entry: &ManifestEntryRef, sequence_number: i64, spec: &PartitionSpec) {
         let file = entry.data_file();
         let format = format!("{:?}", file.file_format()).to_uppercase();
         let base = |kind: DeleteKind| Indexed {
@@ -87,7 +88,7 @@ impl DeleteFileIndex {
             },
             sequence_number,
             path_bounds: path_bounds(file),
-            equality_stats: None,
+            equality_entry: None,
         };
         match file.content_type() {
             DataContentType::Data => return,
@@ -118,10 +119,11 @@ impl DeleteFileIndex {
                 }
             }
             DataContentType::EqualityDeletes => {
-                let field_ids = file.equality_ids().unwrap_or_default();
                 let indexed = Indexed {
-                    equality_stats: Some(EqualityStats::of(file, &field_ids)),
-                    ..base(DeleteKind::Equality { field_ids })
+                    equality_entry: Some(std::sync::Arc::clone(entry)),
+                    ..base(DeleteKind::Equality {
+                        field_ids: file.equality_ids().unwrap_or_default(),
+                    })
                 };
                 if spec.is_unpartitioned() {
                     self.global_eq.push(indexed);
@@ -222,9 +224,9 @@ fn keep_matching_equality_groups(
         .chunk_by(|a, b| a.sequence_number == b.sequence_number && field_ids(a) == field_ids(b))
     {
         let applies = group.iter().any(|d| {
-            d.equality_stats
+            d.equality_entry
                 .as_ref()
-                .is_none_or(|stats| stats.may_match(data))
+                .is_none_or(|entry| may_match(data, entry.data_file(), field_ids(d)))
         });
         if applies {
             out.extend(group.iter().map(|d| d.delete.clone()));

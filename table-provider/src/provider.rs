@@ -765,7 +765,7 @@ impl IcebergTableProvider {
                 })
         };
         // Files without equality deletes skip the key columns the others need.
-        let keyless = match deletes.keyless(projection.len()) {
+        let keyless_configs = match deletes.keyless(projection.len()) {
             Some((indices, key_slots)) if !positional => {
                 let keyless_config = |source: ParquetSource| {
                     FileScanConfigBuilder::new(store_url.clone(), Arc::new(source))
@@ -776,16 +776,25 @@ impl IcebergTableProvider {
                                 .build()
                         })
                 };
-                Some(KeylessRead {
-                    filtered: Arc::new(keyless_config(source.clone())?),
-                    unfiltered: Arc::new(keyless_config(unfiltered_source.clone())?),
+                Some((
+                    keyless_config(source.clone())?,
+                    keyless_config(unfiltered_source.clone())?,
                     key_slots,
-                })
+                ))
             }
             _ => None,
         };
         let config = config_of(source, groups)?;
         let unfiltered = Arc::new(config_of(unfiltered_source, vec![])?);
+        let keyless = match keyless_configs {
+            Some((filtered, unfiltered, key_slots)) => Some(KeylessRead::new(
+                Arc::new(filtered),
+                Arc::new(unfiltered),
+                key_slots,
+                config.projected_schema()?.as_ref(),
+            )),
+            None => None,
+        };
         let input: Arc<dyn ExecutionPlan> = DataSourceExec::from_data_source(config);
         let metrics = ExecutionPlanMetricsSet::new();
         // Where each requested column is in the merge stream's inner batches: the table

@@ -127,6 +127,39 @@ pub(crate) struct KeylessRead {
     pub unfiltered: Arc<FileScanConfig>,
     /// Where the added key columns are in the inner batches.
     pub key_slots: Vec<usize>,
+    /// The inner batches' schema with those columns nullable (they hold nulls here).
+    pub padded_schema: SchemaRef,
+}
+
+impl KeylessRead {
+    /// Keyless reads of scans projecting `inner` (the child's output schema) whose added key
+    /// columns are at `key_slots`.
+    pub(crate) fn new(
+        filtered: Arc<FileScanConfig>,
+        unfiltered: Arc<FileScanConfig>,
+        key_slots: Vec<usize>,
+        inner: &Schema,
+    ) -> Self {
+        let fields: Vec<Arc<Field>> = inner
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                if key_slots.contains(&i) {
+                    Arc::new(f.as_ref().clone().with_nullable(true))
+                } else {
+                    Arc::clone(f)
+                }
+            })
+            .collect();
+        let padded_schema = Arc::new(Schema::new_with_metadata(fields, inner.metadata().clone()));
+        Self {
+            filtered,
+            unfiltered,
+            key_slots,
+            padded_schema,
+        }
+    }
 }
 
 /// A run of a partition's files read by one Parquet scan.
@@ -186,30 +219,6 @@ pub(crate) fn partition_stream(
             },
         }
     }
-    // The inner batches' schema with the added key columns nullable: a keyless run's batches
-    // hold nulls there.
-    let padded_schema = match &spec.keyless {
-        Some(keyless) => {
-            let inner = config.projected_schema()?;
-            let fields: Vec<Arc<Field>> = inner
-                .fields()
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    if keyless.key_slots.contains(&i) {
-                        Arc::new(f.as_ref().clone().with_nullable(true))
-                    } else {
-                        Arc::clone(f)
-                    }
-                })
-                .collect();
-            Some(Arc::new(Schema::new_with_metadata(
-                fields,
-                inner.metadata().clone(),
-            )))
-        }
-        None => None,
-    };
 
     let filtered = Arc::new(config.clone());
     // Row-group pruning done here is counted with the Parquet scan's own metrics.
@@ -217,17 +226,16 @@ pub(crate) fn partition_stream(
     let (spec_for_runs, ctx) = (spec.clone(), Arc::clone(&context));
     let batches = futures::stream::iter(runs)
         .map(move |run| {
-            let (spec, filtered, ctx, metrics, padded) = (
+            let (spec, filtered, ctx, metrics) = (
                 spec_for_runs.clone(),
                 Arc::clone(&filtered),
                 Arc::clone(&ctx),
                 metrics.clone(),
-                padded_schema.clone(),
             );
             // Spawned: `try_flatten` polls the next runs only once the current one has ended,
             // so a run prepared ahead progresses on its own task, on another thread.
             let task = SpawnedTask::spawn(async move {
-                open_run(run, &spec, &filtered, padded, ctx, partition, &metrics).await
+                open_run(run, &spec, &filtered, ctx, partition, &metrics).await
             });
             async move {
                 task.join()
@@ -283,7 +291,6 @@ async fn open_run(
     run: Run,
     spec: &MergeSpec,
     filtered: &FileScanConfig,
-    padded_schema: Option<SchemaRef>,
     ctx: Arc<TaskContext>,
     partition: usize,
     metrics: &ExecutionPlanMetricsSet,
@@ -314,12 +321,16 @@ async fn open_run(
     let (file, index) = match run {
         Run::Plain(files) => return plain(files, ctx),
         Run::Keyless(files) => {
-            let (Some(keyless), Some(schema)) = (&spec.keyless, padded_schema) else {
+            let Some(keyless) = &spec.keyless else {
                 return plain(files, ctx);
             };
             spec.merge.record_read_without_keys(files.len());
             let stream = read(&keyless.filtered, &keyless.unfiltered, files, ctx)?;
-            return Ok(with_null_columns(stream, &keyless.key_slots, schema));
+            return Ok(with_null_columns(
+                stream,
+                &keyless.key_slots,
+                Arc::clone(&keyless.padded_schema),
+            ));
         }
         Run::Positional(file, index) => (*file, index),
     };

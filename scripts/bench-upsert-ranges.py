@@ -34,7 +34,10 @@ import time
 
 import adbc_driver_flightsql.dbapi as flightsql
 import pyarrow as pa
-import pyarrow.flight as flight
+
+# The hand-written ingest command the server tests use (ADBC sends no ingest options).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server", "tests", "python"))
+from flight_sql_commands import do_put_ingest, statement_ingest  # noqa: E402
 
 QUERY = "SELECT count(*), sum(price), sum(a) FROM iceberg.db.{}"
 TABLES = ("plain", "ranges", "spread")
@@ -56,34 +59,9 @@ def start(binary, warehouse):
     return server, "grpc://" + open(port_file).read().strip()
 
 
-def varint(n):
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def field(number, payload):
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
-
-
 def upsert(uri, table, data):
-    """A `CommandStatementIngest` appending `data` to iceberg.db.`table` with option upsert=true
-    (ADBC's driver sends no ingest options, so the protobuf is written by hand)."""
-    definition = varint(1 << 3) + varint(2) + varint(2 << 3) + varint(2)  # FAIL if absent, APPEND
-    command = field(1, definition) + field(2, table.encode()) + field(3, b"db") + field(4, b"iceberg")
-    command += field(1000, field(1, b"upsert") + field(2, b"true"))
-    url = b"type.googleapis.com/arrow.flight.protocol.sql.CommandStatementIngest"
-    client = flight.FlightClient(uri)
-    writer, reader = client.do_put(flight.FlightDescriptor.for_command(field(1, url) + field(2, command)),
-                                   data.schema)
-    writer.write_table(data)
-    writer.done_writing()
-    reader.read()
-    writer.close()
-    client.close()
+    """Appends `data` to iceberg.db.`table` as an upsert (ingest option upsert=true)."""
+    do_put_ingest(uri, statement_ingest(table, "db", "iceberg", {"upsert": "true"}), data)
 
 
 def upsert_ids(table, rows):

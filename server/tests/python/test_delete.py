@@ -11,6 +11,8 @@ import pyarrow.flight as flight
 import pytest
 from pyiceberg.table import StaticTable
 
+from flight_sql_commands import statement_query
+
 
 def current_metadata(table_dir):
     files = glob.glob(f"{table_dir}/metadata/*.metadata.json")
@@ -69,7 +71,7 @@ def test_delete_over_flight_sql(tmp_path, start_petrel, version):
         cur.fetchall()
     model |= {100, 101}
     descriptor = flight.FlightDescriptor.for_command(
-        _statement_query(f"DELETE FROM {table} WHERE id = 100")
+        statement_query(f"DELETE FROM {table} WHERE id = 100")
     )
     info = client.get_flight_info(descriptor)
     for _ in range(2):
@@ -84,26 +86,6 @@ def test_delete_over_flight_sql(tmp_path, start_petrel, version):
     assert sorted(static.scan().to_arrow().column("id").to_pylist()) == sorted(model)
     with flight_sql.connect(server.uri, autocommit=True) as conn, conn.cursor() as cur:
         assert ids(cur, table) == sorted(model)
-
-
-def _statement_query(sql: str) -> bytes:
-    """A Flight SQL CommandStatementQuery packed in an Any, built by hand (field 1: query)."""
-    body = sql.encode()
-    command = b"\x0a" + _varint(len(body)) + body
-    type_url = b"type.googleapis.com/arrow.flight.protocol.sql.CommandStatementQuery"
-    return b"\x0a" + _varint(len(type_url)) + type_url + b"\x12" + _varint(len(command)) + command
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def test_read_only_refuses_delete(tmp_path, start_petrel):

@@ -22,6 +22,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import StaticTable
 
 from conftest import read_back
+from flight_sql_commands import bytes_field, do_put_ingest, packed, statement_ingest, varint
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -572,21 +573,8 @@ def test_filesystem_warehouse_modes_read_back_with_static_table(tmp_path, start_
 
 def sql_info(server, ids):
     """GetSqlInfo through pyarrow.flight: {info id: value}."""
-
-    def varint(n):
-        out = b""
-        while True:
-            byte = n & 0x7F
-            n >>= 7
-            if n:
-                out += bytes([byte | 0x80])
-            else:
-                return out + bytes([byte])
-
-    packed = b"".join(varint(i) for i in ids)
-    command = b"\x0a" + varint(len(packed)) + packed
-    type_url = b"type.googleapis.com/arrow.flight.protocol.sql.CommandGetSqlInfo"
-    any_msg = b"\x0a" + varint(len(type_url)) + type_url + b"\x12" + varint(len(command)) + command
+    # CommandGetSqlInfo { repeated uint32 info = 1; } (packed)
+    any_msg = packed("CommandGetSqlInfo", bytes_field(1, b"".join(varint(i) for i in ids)))
     client = flight.FlightClient(server.uri)
     try:
         info = client.get_flight_info(flight.FlightDescriptor.for_command(any_msg))
@@ -629,59 +617,12 @@ def test_read_only_refuses_ingest(lake):
 # ----------------------------------------------------------------------------- upsert=true
 # ADBC's Flight SQL driver sends no `CommandStatementIngest.options`, so the upsert option is
 # sent as a raw command over pyarrow.flight's DoPut (the protobuf written by hand).
-def _varint(n):
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _bytes_field(number, payload):
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _int_field(number, value):
-    return _varint(number << 3) + _varint(value)
-
-
 def upsert_ingest(server, table, data, options):
     """A raw `CommandStatementIngest` (append to an existing table of lake.w) with `options`;
     returns DoPutUpdateResult.record_count."""
-    definition = _int_field(1, 2) + _int_field(2, 2)  # if_not_exist FAIL, if_exists APPEND
-    command = (
-        _bytes_field(1, definition)
-        + _bytes_field(2, table.encode())
-        + _bytes_field(3, b"w")
-        + _bytes_field(4, b"lake")
-    )
-    for key, value in options.items():
-        command += _bytes_field(1000, _bytes_field(1, key.encode()) + _bytes_field(2, value.encode()))
-    url = b"type.googleapis.com/arrow.flight.protocol.sql.CommandStatementIngest"
-    any_message = _bytes_field(1, url) + _bytes_field(2, command)
-    client = flight.FlightClient(server.uri)
-    try:
-        writer, reader = client.do_put(flight.FlightDescriptor.for_command(any_message), data.schema)
-        writer.write_table(data, max_chunksize=2)  # several batches: order across them counts
-        writer.done_writing()
-        result = reader.read()
-        writer.close()
-    finally:
-        client.close()
-    payload = result.to_pybytes() if result is not None else b""
-    # DoPutUpdateResult { int64 record_count = 1; }
-    assert payload[:1] == b"\x08", payload
-    count, shift = 0, 0
-    for byte in payload[1:]:
-        count |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            break
-    return count
+    command = statement_ingest(table, "w", "lake", options)
+    # Several batches: order across them counts.
+    return do_put_ingest(server.uri, command, data, max_chunksize=2)
 
 
 def test_upsert_option_replaces_rows_by_key(lake, tmp_path):

@@ -705,17 +705,21 @@ impl IcebergTableProvider {
         };
         let runtime = state.runtime_env();
         // DataFusion looks the store up by its URL when the scan opens files: an object
-        // store's bucket is registered here (the local store always is). The readers get this
-        // table's own store, not the registry's entry for the URL: two tables of one bucket
-        // may have different (vended) credentials, and another scan may register in between.
+        // store's bucket is registered here (DataFusion's own local store always is). The
+        // readers get this table's own store, not the registry's entry for the URL: two tables
+        // of one bucket may have different (vended) credentials, and another scan may register
+        // in between. Local files too are read through Petrel's store (`io::local_store`: its
+        // ranged reads do not zero their buffers first, and its requests are counted).
         let local =
             store_url == datafusion::execution::object_store::ObjectStoreUrl::local_filesystem();
         let reader_store = match scan_store {
-            Some(store) if !local => {
-                runtime.register_object_store(store_url.as_ref(), Arc::clone(&store));
+            Some(store) => {
+                if !local {
+                    runtime.register_object_store(store_url.as_ref(), Arc::clone(&store));
+                }
                 store
             }
-            _ => runtime.object_store(&store_url)?,
+            None => runtime.object_store(&store_url)?,
         };
         let readers = CachedParquetFileReaderFactory::new(
             reader_store,

@@ -650,11 +650,11 @@ impl MergeOnRead {
         output_schema: &arrow::datatypes::SchemaRef,
     ) -> DFResult<RecordBatch> {
         let rows = batch.num_rows();
-        let batch = match self.file_column {
+        let deleted = match self.file_column {
             Some(column) if rows > 0 => {
                 let files = batch.column(column).as_primitive::<UInt32Type>().values();
                 let first = files[0];
-                let deleted = if files.iter().all(|f| *f == first) {
+                if files.iter().all(|f| *f == first) {
                     // The usual case: the whole batch comes from one data file.
                     self.deleted_rows(sets, &batch, first)?
                 } else {
@@ -671,28 +671,30 @@ impl MergeOnRead {
                         start = end;
                     }
                     Some(builder.finish())
-                };
-                match deleted {
-                    Some(deleted) if deleted.count_set_bits() > 0 => {
-                        let removed = deleted.count_set_bits();
-                        self.metrics.rows_deleted_by_equality.add(removed);
-                        let keep = BooleanArray::new(!&deleted, None);
-                        arrow::compute::filter_record_batch(&batch, &keep)?
-                    }
-                    _ => batch,
                 }
             }
-            _ => batch,
+            _ => None,
         };
+        // Only the columns output are kept: the key and file columns are not copied.
         let columns = output
             .iter()
             .map(|i| Arc::clone(batch.column(*i)))
             .collect();
-        Ok(RecordBatch::try_new_with_options(
+        let output = RecordBatch::try_new_with_options(
             Arc::clone(output_schema),
             columns,
-            &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-        )?)
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?;
+        match deleted {
+            Some(deleted) if deleted.count_set_bits() > 0 => {
+                self.metrics
+                    .rows_deleted_by_equality
+                    .add(deleted.count_set_bits());
+                let keep = BooleanArray::new(!&deleted, None);
+                Ok(arrow::compute::filter_record_batch(&output, &keep)?)
+            }
+            _ => Ok(output),
+        }
     }
 
     /// The rows of `batch` (all from data file `file`) its equality deletes delete; `None`

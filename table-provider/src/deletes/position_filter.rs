@@ -293,25 +293,36 @@ impl PositionFilter {
         }
     }
 
-    /// The positions in the data file of the next `rows` emitted rows.
-    fn next_positions(&mut self, rows: usize) -> Result<Vec<i64>, ArrowError> {
-        let mut out = Vec::with_capacity(rows);
-        while out.len() < rows {
+    /// The ranges of data-file positions the next `rows` emitted rows cover, in order.
+    fn next_ranges(&mut self, rows: usize) -> Result<Vec<Range<u64>>, ArrowError> {
+        let mut out = Vec::new();
+        let mut covered = 0usize;
+        while covered < rows {
             let Some(range) = self.emitted.get(self.range) else {
                 return Err(ArrowError::ComputeError(format!(
                     "the Parquet reader returned more rows than its access plan selects ({} \
                      more)",
-                    rows - out.len()
+                    rows - covered
                 )));
             };
             let start = range.start + self.into_range;
-            let take = (range.end - start).min((rows - out.len()) as u64);
-            out.extend((start..start + take).map(|p| p as i64));
+            let take = (range.end - start).min((rows - covered) as u64);
+            out.push(start..start + take);
+            covered += take as usize;
             self.into_range += take;
             if range.start + self.into_range == range.end {
                 self.range += 1;
                 self.into_range = 0;
             }
+        }
+        Ok(out)
+    }
+
+    /// The positions in the data file of the next `rows` emitted rows.
+    fn next_positions(&mut self, rows: usize) -> Result<Vec<i64>, ArrowError> {
+        let mut out = Vec::with_capacity(rows);
+        for range in self.next_ranges(rows)? {
+            out.extend(range.map(|p| p as i64));
         }
         Ok(out)
     }
@@ -335,16 +346,28 @@ impl PositionFilter {
             .downcast_ref::<Int64Array>()
             .cloned()
             .ok_or_else(|| ArrowError::ComputeError("positions are not Int64".into()))?;
-        let batch = if batch.num_columns() == 0 {
-            RecordBatch::try_new_with_options(
-                batch.schema(),
-                vec![],
-                &RecordBatchOptions::new().with_row_count(Some(kept)),
-            )?
-        } else {
-            arrow::compute::filter_record_batch(&batch, &keep)?
+        Ok((
+            without_deleted(&batch, keep.values())?,
+            rows - kept,
+            positions,
+        ))
+    }
+
+    /// `batch` without its deleted rows, the number of rows removed, and where the rows kept
+    /// come from: what [`PositionFilter::apply_with_positions`] gives, without a position
+    /// per row (a scan recording equality-deleted positions needs those of a few rows only).
+    pub(crate) fn apply_with_origins(
+        &mut self,
+        batch: RecordBatch,
+    ) -> arrow::error::Result<(RecordBatch, usize, RowOrigins)> {
+        let rows = batch.num_rows();
+        let ranges = self.next_ranges(rows)?;
+        let keep = self.next_mask(rows);
+        let (batch, removed) = match &keep {
+            None => (batch, 0),
+            Some(keep) => (without_deleted(&batch, keep)?, rows - keep.count_set_bits()),
         };
-        Ok((batch, rows - kept, positions))
+        Ok((batch, removed, RowOrigins { ranges, keep }))
     }
 
     /// The keep-mask of the next `rows` emitted rows (`None`: keep them all).
@@ -375,18 +398,74 @@ impl PositionFilter {
         let Some(keep) = self.next_mask(rows) else {
             return Ok((batch, 0));
         };
-        let kept = keep.count_set_bits();
-        let batch = if batch.num_columns() == 0 {
-            RecordBatch::try_new_with_options(
-                batch.schema(),
-                vec![],
-                &RecordBatchOptions::new().with_row_count(Some(kept)),
-            )?
-        } else {
-            arrow::compute::filter_record_batch(&batch, &BooleanArray::new(keep, None))?
-        };
-        Ok((batch, rows - kept))
+        Ok((
+            without_deleted(&batch, &keep)?,
+            rows - keep.count_set_bits(),
+        ))
     }
+}
+
+/// The rows of `batch` that `keep` marks.
+fn without_deleted(batch: &RecordBatch, keep: &BooleanBuffer) -> arrow::error::Result<RecordBatch> {
+    if batch.num_columns() == 0 {
+        return RecordBatch::try_new_with_options(
+            batch.schema(),
+            vec![],
+            &RecordBatchOptions::new().with_row_count(Some(keep.count_set_bits())),
+        );
+    }
+    arrow::compute::filter_record_batch(batch, &BooleanArray::new(keep.clone(), None))
+}
+
+/// Where the rows a [`PositionFilter`] kept of one batch come from in the data file: the
+/// ranges of positions the batch covered, and the keep-mask applied to it (`None`: every row
+/// kept).
+#[derive(Debug)]
+pub(crate) struct RowOrigins {
+    ranges: Vec<Range<u64>>,
+    keep: Option<BooleanBuffer>,
+}
+
+impl RowOrigins {
+    /// The data-file positions, ascending, of the kept rows that `rows` marks (a mask over the
+    /// kept rows).
+    pub(crate) fn positions_of(&self, rows: &BooleanBuffer) -> arrow::error::Result<Vec<u64>> {
+        let mut out = Vec::with_capacity(rows.count_set_bits());
+        // Kept row → emitted row: the keep-mask's set bits, walked once.
+        let mut emitted_of_kept = self.keep.as_ref().map(|k| k.set_indices().enumerate());
+        // Emitted row → position: the ranges, walked once.
+        let (mut range, mut before) = (0usize, 0u64);
+        for kept in rows.set_indices() {
+            let emitted = match &mut emitted_of_kept {
+                None => kept,
+                Some(set) => loop {
+                    match set.next() {
+                        Some((k, emitted)) if k == kept => break emitted,
+                        Some(_) => {}
+                        None => return Err(beyond(kept)),
+                    }
+                },
+            } as u64;
+            loop {
+                let Some(r) = self.ranges.get(range) else {
+                    return Err(beyond(kept));
+                };
+                let len = r.end - r.start;
+                if emitted < before + len {
+                    out.push(r.start + (emitted - before));
+                    break;
+                }
+                before += len;
+                range += 1;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The error for a row past the batch [`RowOrigins`] describes.
+fn beyond(row: usize) -> ArrowError {
+    ArrowError::ComputeError(format!("row {row} is not a row of the batch filtered"))
 }
 
 /// The plan of a read of every row of the row groups of `row_group_rows` that `read` marks,
@@ -652,6 +731,11 @@ mod tests {
         check_reads(&[150, 151, 900], &[1000], &[read], 64);
     }
 
+    fn batch_of(values: &[i64]) -> RecordBatch {
+        RecordBatch::try_from_iter([("pos", Arc::new(Int64Array::from(values.to_vec())) as _)])
+            .unwrap()
+    }
+
     #[test]
     fn positions_of_kept_rows_are_reported() {
         let mut deleted: Vec<u64> = (1000..6000).collect();
@@ -674,16 +758,25 @@ mod tests {
             let emitted_rows = emitted(&plan, &row_groups);
             for batch_rows in [1, 333, 4096, 30_000] {
                 let mut filter = PositionFilter::new(&plan);
+                let mut by_origins = PositionFilter::new(&plan);
                 let mut reported: Vec<i64> = Vec::new();
                 let mut kept: Vec<i64> = Vec::new();
+                // Every 7th kept row (counted across batches), as a probe would mark them.
+                let (mut picked, mut picked_expected) = (Vec::new(), Vec::new());
                 for chunk in emitted_rows.chunks(batch_rows) {
-                    let batch = RecordBatch::try_from_iter([(
-                        "pos",
-                        Arc::new(Int64Array::from(chunk.to_vec())) as _,
-                    )])
-                    .unwrap();
-                    let (batch, _, positions) = filter.apply_with_positions(batch).unwrap();
-                    kept.extend(batch.column(0).as_primitive::<Int64Type>().values().iter());
+                    let (batch, removed, positions) =
+                        filter.apply_with_positions(batch_of(chunk)).unwrap();
+                    let (same, also_removed, origins) =
+                        by_origins.apply_with_origins(batch_of(chunk)).unwrap();
+                    assert_eq!((&same, also_removed), (&batch, removed));
+                    let values = batch.column(0).as_primitive::<Int64Type>().values();
+                    let first = kept.len();
+                    let marks = BooleanBuffer::collect_bool(values.len(), |i| {
+                        (first + i).is_multiple_of(7)
+                    });
+                    picked.extend(origins.positions_of(&marks).unwrap());
+                    picked_expected.extend(marks.set_indices().map(|i| values[i] as u64));
+                    kept.extend(values.iter());
                     reported.extend(positions.values().iter());
                 }
                 assert_eq!(reported, expected, "batch {batch_rows}");
@@ -691,6 +784,8 @@ mod tests {
                     kept, expected,
                     "batch {batch_rows}: rows and positions agree"
                 );
+                assert!(!picked.is_empty());
+                assert_eq!(picked, picked_expected, "batch {batch_rows}: origins");
             }
             // One row more than planned is an error, not a wrong position.
             let mut filter = PositionFilter::new(&plan);

@@ -41,8 +41,10 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, StringArray, new_null_array,
+    ArrayRef, BooleanArray, Int64Array, RecordBatch, RecordBatchOptions, StringArray,
+    new_null_array,
 };
+use arrow::compute::FilterBuilder;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::runtime::SpawnedTask;
 use datafusion::common::{DataFusionError, Result as DFResult};
@@ -416,7 +418,14 @@ async fn open_run(
             .await
             .map_err(DataFusionError::from)?;
         let stream = scan(&spec.unfiltered, vec![file], ctx)?;
-        return Ok(recording(stream, filter, merge, sets, index, key, scanned));
+        let nulls = spec
+            .keyless
+            .as_ref()
+            .filter(|k| !k.key_slots.is_empty())
+            .map(|k| NullColumns::new(&k.key_slots, Arc::clone(&k.padded_schema)));
+        return Ok(recording(
+            stream, filter, merge, sets, index, key, scanned, nulls,
+        ));
     }
     let stream = scan(&spec.unfiltered, vec![file], ctx)?;
     if spec.positional {
@@ -443,40 +452,83 @@ fn with_null_columns(
     slots: &[usize],
     schema: SchemaRef,
 ) -> BoxStream<'static, DFResult<RecordBatch>> {
-    let slots = slots.to_vec();
-    // One null column per slot, as long as the longest batch so far, sliced for each batch.
-    let mut nulls: Vec<ArrayRef> = Vec::new();
+    let mut nulls = NullColumns::new(slots, schema);
     stream
         .map(move |batch| {
             let batch = batch?;
-            let rows = batch.num_rows();
-            if nulls.first().is_none_or(|n| n.len() < rows) {
-                nulls = slots
-                    .iter()
-                    .map(|&i| new_null_array(schema.field(i).data_type(), rows))
-                    .collect();
-            }
-            let mut read = batch.columns().iter();
-            let mut columns = Vec::with_capacity(schema.fields().len());
-            for i in 0..schema.fields().len() {
-                match slots.iter().position(|&s| s == i) {
-                    Some(k) => columns.push(nulls[k].slice(0, rows)),
-                    None => columns.push(Arc::clone(read.next().ok_or_else(|| {
-                        DataFusionError::Internal(format!(
-                            "a keyless run's batch has {} columns, expected {}",
-                            batch.num_columns(),
-                            schema.fields().len() - slots.len()
-                        ))
-                    })?)),
-                }
-            }
-            Ok(RecordBatch::try_new_with_options(
-                Arc::clone(&schema),
-                columns,
-                &RecordBatchOptions::new().with_row_count(Some(rows)),
-            )?)
+            nulls.fill(batch.columns().iter().cloned(), batch.num_rows())
         })
         .boxed()
+}
+
+/// Null columns put in at `slots` of batches that were read or kept without those columns,
+/// making batches of `schema` (the inner batches' schema with those columns nullable).
+struct NullColumns {
+    slots: Vec<usize>,
+    schema: SchemaRef,
+    /// One null column per slot, as long as the longest batch so far, sliced for each batch.
+    nulls: Vec<ArrayRef>,
+}
+
+impl NullColumns {
+    fn new(slots: &[usize], schema: SchemaRef) -> Self {
+        Self {
+            slots: slots.to_vec(),
+            schema,
+            nulls: Vec::new(),
+        }
+    }
+
+    /// A batch of `rows` rows of `columns` (every column but those at the slots, in order)
+    /// with the null columns put in.
+    fn fill(
+        &mut self,
+        columns: impl ExactSizeIterator<Item = ArrayRef>,
+        rows: usize,
+    ) -> DFResult<RecordBatch> {
+        let width = self.schema.fields().len();
+        if columns.len() + self.slots.len() != width {
+            return Err(DataFusionError::Internal(format!(
+                "a batch read without its key columns has {} columns, expected {}",
+                columns.len(),
+                width - self.slots.len()
+            )));
+        }
+        if self.nulls.first().is_none_or(|n| n.len() < rows) {
+            self.nulls = self
+                .slots
+                .iter()
+                .map(|&i| new_null_array(self.schema.field(i).data_type(), rows))
+                .collect();
+        }
+        let mut columns = columns;
+        let mut out = Vec::with_capacity(width);
+        for i in 0..width {
+            match self.slots.iter().position(|&s| s == i) {
+                Some(k) => out.push(self.nulls[k].slice(0, rows)),
+                None => out.extend(columns.next()),
+            }
+        }
+        Ok(RecordBatch::try_new_with_options(
+            Arc::clone(&self.schema),
+            out,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?)
+    }
+
+    /// The rows of `batch` (an inner batch, key columns included) that `keep` marks, with
+    /// null columns in place of the key columns: those are not copied.
+    fn kept(&mut self, batch: &RecordBatch, keep: &BooleanArray) -> DFResult<RecordBatch> {
+        let filter = FilterBuilder::new(keep).optimize().build();
+        let columns = batch
+            .columns()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.slots.contains(i))
+            .map(|(_, column)| filter.filter(column))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.fill(columns.into_iter(), filter.count())
+    }
 }
 
 /// The batches of `stream` (data file `index`'s) with the rows `filter` masks dropped (and
@@ -523,7 +575,10 @@ fn row_group_rows(metadata: &ParquetMetaData) -> Vec<u64> {
 /// The batches of a run recording data file `index`'s equality-deleted positions: each batch's
 /// deleted rows found by probing, dropped, and their positions collected; at the end of the
 /// stream, the positions found in the row groups `read` go to the merge state (which caches
-/// them under `key` once every row group of the file is covered).
+/// them under `key` once every row group of the file is covered). With `nulls` (the key columns
+/// the scan added, which nothing reads past the probe), the batches keep null columns in their
+/// places instead of filtered copies.
+#[allow(clippy::too_many_arguments)]
 fn recording(
     stream: datafusion::execution::SendableRecordBatchStream,
     mut filter: PositionFilter,
@@ -532,6 +587,7 @@ fn recording(
     index: usize,
     key: EqualityPositionsKey,
     read: Vec<bool>,
+    mut nulls: Option<NullColumns>,
 ) -> BoxStream<'static, DFResult<RecordBatch>> {
     let found = Arc::new(std::sync::Mutex::new(Some(RoaringTreemap::new())));
     let (found_in, merge_in) = (Arc::clone(&found), Arc::clone(&merge));
@@ -542,7 +598,7 @@ fn recording(
                 *found = None;
             }
         })?;
-        let (batch, _, positions) = filter.apply_with_positions(batch)?;
+        let (batch, _, origins) = filter.apply_with_origins(batch)?;
         let file = u32::try_from(index).unwrap_or(u32::MAX);
         let Some(deleted) = merge_in.probe_equality(&sets, &batch, file)? else {
             return Ok(batch);
@@ -554,15 +610,18 @@ fn recording(
         if let Ok(mut found) = found_in.lock()
             && let Some(found) = found.as_mut()
         {
-            found.extend(
-                deleted
-                    .set_indices()
-                    .map(|i| positions.value(i).max(0) as u64),
-            );
+            // Ascending, and past the positions of the batches before: appended in order.
+            let positions = origins.positions_of(&deleted)?;
+            if let Err(unsorted) = found.append(positions.iter().copied()) {
+                found.extend(positions[unsorted.valid_until() as usize..].iter().copied());
+            }
         }
         merge_in.record_removed_by_equality(removed);
-        let keep = arrow::array::BooleanArray::new(!&deleted, None);
-        Ok(arrow::compute::filter_record_batch(&batch, &keep)?)
+        let keep = BooleanArray::new(!&deleted, None);
+        match &mut nulls {
+            Some(nulls) => nulls.kept(&batch, &keep),
+            None => Ok(arrow::compute::filter_record_batch(&batch, &keep)?),
+        }
     });
     let finish = futures::stream::once(async move {
         let positions = found.lock().ok().and_then(|mut f| f.take());

@@ -49,7 +49,7 @@ use iceberg::spec::{NameMapping, Transform};
 use crate::catalog::{Catalog, LoadedTable, RefKind};
 use crate::commit::TableReplacement;
 use crate::deletes::{
-    EqualityGroup, EqualityGroupKey, FileDeletes, MergeOnRead, cached_equality_positions, key_type,
+    EqualityGroup, FileDeletes, MergeOnRead, cached_equality_positions, key_type,
 };
 use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
@@ -969,39 +969,49 @@ impl MergeLayout {
         let mut files: Vec<FileDeletes> = Vec::new();
         let mut file_index: HashMap<String, usize> = HashMap::new();
         let mut groups: Vec<EqualityGroup> = Vec::new();
+        // A table upserted by many commits has an equality group per commit, each applying
+        // to every older data file: thousands of (data file, group) pairs. So groups are found
+        // by hashing what the plan holds (field ids and sorted delete paths, borrowed), and a
+        // group's files are cloned once, when it is first seen.
+        let mut group_index: hashbrown::HashMap<(&[i32], Vec<&str>), usize> =
+            hashbrown::HashMap::new();
+        // (field ids, sequence number) → delete files, in first-seen order.
+        type Committed<'p> = ((&'p [i32], i64), Vec<&'p DeleteFileRef>);
+        let mut by_key: Vec<Committed> = Vec::new();
+        let mut key_index: hashbrown::HashMap<(&[i32], i64), usize> = hashbrown::HashMap::new();
         for task in plan.tasks().filter(|t| every_file || !t.deletes.is_empty()) {
             if file_index.contains_key(&task.file.path) {
                 continue;
             }
             let mut positional = Vec::new();
-            // (field ids, sequence number) → delete files.
-            let mut by_key: Vec<(EqualityGroupKey, Vec<DeleteFileRef>)> = Vec::new();
+            by_key.clear();
+            key_index.clear();
             for d in &task.deletes {
                 match &d.kind {
                     DeleteKind::Equality { field_ids } => {
-                        let key = (field_ids.clone(), d.sequence_number);
-                        match by_key.iter_mut().find(|(k, _)| *k == key) {
-                            Some((_, list)) => list.push(d.clone()),
-                            None => by_key.push((key, vec![d.clone()])),
+                        let key = (field_ids.as_slice(), d.sequence_number);
+                        match key_index.get(&key) {
+                            Some(&i) => by_key[i].1.push(d),
+                            None => {
+                                key_index.insert(key, by_key.len());
+                                by_key.push((key, vec![d]));
+                            }
                         }
                     }
                     _ => positional.push(d.clone()),
                 }
             }
-            let mut equality_groups = Vec::new();
-            for ((field_ids, _), mut list) in by_key {
+            let mut equality_groups = Vec::with_capacity(by_key.len());
+            for ((field_ids, _), mut list) in by_key.drain(..) {
                 list.sort_by(|a, b| a.path.cmp(&b.path));
-                let group = EqualityGroup {
-                    field_ids,
-                    files: list,
-                };
-                let index = match groups.iter().position(|g| *g == group) {
-                    Some(i) => i,
-                    None => {
-                        groups.push(group);
-                        groups.len() - 1
-                    }
-                };
+                let identity = (field_ids, list.iter().map(|d| d.path.as_str()).collect());
+                let index = *group_index.entry(identity).or_insert_with(|| {
+                    groups.push(EqualityGroup {
+                        field_ids: field_ids.to_vec(),
+                        files: list.iter().map(|d| (*d).clone()).collect(),
+                    });
+                    groups.len() - 1
+                });
                 equality_groups.push(index);
             }
             file_index.insert(task.file.path.clone(), files.len());

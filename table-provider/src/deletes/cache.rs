@@ -14,6 +14,7 @@
 //! holds up to a quarter of the capacity more.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use moka::sync::Cache;
@@ -52,8 +53,59 @@ impl PositionSource {
 /// vector.
 pub(crate) type PositionKey = (String, u64, Option<u64>);
 
-/// An equality group: its field ids and its files' (physical location, size), sorted.
-pub(crate) type EqualityKey = (Vec<i32>, Vec<(String, u64)>);
+/// An equality group: its field ids and its files' (physical location, size), sorted. One per
+/// group and scan, shared by the keys of every data file the group applies to, and hashed once
+/// (a table upserted by many commits has thousands of (data file, group) pairs per scan: their
+/// keys hash a number per group, not every path).
+#[derive(Debug, Clone)]
+pub(crate) struct EqualityKey(Arc<GroupIdentity>);
+
+/// What an [`EqualityKey`] holds: its hash first, so that keys order by it.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct GroupIdentity {
+    hash: u64,
+    field_ids: Vec<i32>,
+    files: Vec<(String, u64)>,
+}
+
+impl EqualityKey {
+    pub(crate) fn new(field_ids: Vec<i32>, files: Vec<(String, u64)>) -> Self {
+        let mut hasher = std::hash::DefaultHasher::new();
+        (&field_ids, &files).hash(&mut hasher);
+        Self(Arc::new(GroupIdentity {
+            hash: hasher.finish(),
+            field_ids,
+            files,
+        }))
+    }
+}
+
+impl Hash for EqualityKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0.hash);
+    }
+}
+
+impl PartialEq for EqualityKey {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for EqualityKey {}
+
+impl PartialOrd for EqualityKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for EqualityKey {
+    /// By hash first (a data file's groups are sorted into its key), then content.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&other.0)
+    }
+}
 
 /// A data file (physical location, size) and the equality groups applying to it, each with
 /// which of its key columns the scan schema has (a missing one reads as null).

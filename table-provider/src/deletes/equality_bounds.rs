@@ -50,12 +50,38 @@ impl<'a> ColumnStats<'a> {
     }
 }
 
-/// Whether equality delete file `delete` (equality columns `field_ids`) may delete a row of
-/// `data`: `false` only when the metrics of both files prove that no row can match.
-pub(crate) fn may_match(data: &DataFile, delete: &DataFile, field_ids: &[i32]) -> bool {
-    field_ids
-        .iter()
-        .all(|&id| column_may_match(&ColumnStats::of(data, id), &ColumnStats::of(delete, id)))
+/// A data file's metrics on the equality columns, each column looked up once however many
+/// delete files the file is compared with (a table upserted by many commits has one equality
+/// delete file or more per commit).
+pub(crate) struct DataMetrics<'a> {
+    file: &'a DataFile,
+    columns: Vec<(i32, ColumnStats<'a>)>,
+}
+
+impl<'a> DataMetrics<'a> {
+    pub(crate) fn new(file: &'a DataFile) -> Self {
+        Self {
+            file,
+            columns: Vec::new(),
+        }
+    }
+
+    /// Whether equality delete file `delete` (equality columns `field_ids`) may delete a row
+    /// of this data file: `false` only when the metrics of both files prove that no row can
+    /// match.
+    pub(crate) fn may_match(&mut self, delete: &DataFile, field_ids: &[i32]) -> bool {
+        field_ids.iter().all(|&id| {
+            let data = match self.columns.iter().find(|(c, _)| *c == id) {
+                Some((_, stats)) => *stats,
+                None => {
+                    let stats = ColumnStats::of(self.file, id);
+                    self.columns.push((id, stats));
+                    stats
+                }
+            };
+            column_may_match(&data, &ColumnStats::of(delete, id))
+        })
+    }
 }
 
 /// Whether values of one equality column in a data file (`data`) and in a delete file

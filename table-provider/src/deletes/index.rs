@@ -19,13 +19,9 @@ use iceberg::spec::{
     DataContentType, DataFile, ManifestEntryRef, PartitionSpec, PrimitiveLiteral, Struct,
 };
 
-use super::equality_bounds::may_match;
+use super::equality_bounds::DataMetrics;
 use crate::io::normalize_location;
 use crate::plan::{DeleteFileRef, DeleteKind};
-
-/// Equality delete files sharing field ids and sequence number (committed together) apply
-/// together, as one set (`provider`'s scan layout groups them by it).
-pub(crate) type EqualityGroupKey = (Vec<i32>, i64);
 
 /// Field id of the `file_path` column of position delete files.
 const POS_FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
@@ -220,13 +216,14 @@ fn keep_matching_equality_groups(
     candidates
         .sort_by(|a, b| (a.sequence_number, field_ids(a)).cmp(&(b.sequence_number, field_ids(b))));
     let mut pruned = 0;
+    let mut metrics = DataMetrics::new(data);
     for group in candidates
         .chunk_by(|a, b| a.sequence_number == b.sequence_number && field_ids(a) == field_ids(b))
     {
         let applies = group.iter().any(|d| {
             d.equality_entry
                 .as_ref()
-                .is_none_or(|entry| may_match(data, entry.data_file(), field_ids(d)))
+                .is_none_or(|entry| metrics.may_match(entry.data_file(), field_ids(d)))
         });
         if applies {
             out.extend(group.iter().map(|d| d.delete.clone()));

@@ -14,7 +14,7 @@
 //! (`equality_positions_cached` counts such files, `equality_positions_recorded` the files
 //! recorded). Anything else is probed per batch ([`EqualityMode::Probe`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -160,6 +160,9 @@ pub struct MergeOnRead {
     positional_scan: bool,
     /// Per data file, how its equality deletes are applied (decided once per scan).
     equality_modes: Vec<std::sync::OnceLock<EqualityMode>>,
+    /// Each group's cache identity, resolved once per scan (`None`: a delete file's location
+    /// does not resolve, and no position is cached or recorded).
+    group_keys: std::sync::OnceLock<Option<Vec<EqualityKey>>>,
     /// Per data file being recorded: the deleted positions found so far and which row groups
     /// the scan's runs have read.
     recording: std::sync::Mutex<HashMap<usize, (RoaringTreemap, Vec<bool>)>>,
@@ -200,6 +203,7 @@ impl MergeOnRead {
             metrics: DeleteMetrics::new(metrics),
             positional_scan: false,
             equality_modes,
+            group_keys: std::sync::OnceLock::new(),
             recording: std::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -268,7 +272,26 @@ impl MergeOnRead {
 
     /// The cache key of a data file's equality-deleted positions.
     fn equality_positions_key(&self, file: &FileDeletes) -> Result<EqualityPositionsKey> {
-        equality_positions_key(&self.io, &self.table, file, &self.groups, &self.key_columns)
+        equality_positions_key(
+            &self.io,
+            &self.table,
+            file,
+            self.group_keys()?,
+            &self.key_columns,
+        )
+    }
+
+    /// Each equality group's cache identity (resolved at the first call).
+    fn group_keys(&self) -> Result<&[EqualityKey]> {
+        self.group_keys
+            .get_or_init(|| equality_keys(&self.io, &self.groups).ok())
+            .as_deref()
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "table {}: an equality delete file's location does not resolve",
+                    self.table
+                ))
+            })
     }
 
     /// This state with the equality deletes of some data files (by path as the manifests
@@ -549,7 +572,13 @@ impl MergeOnRead {
         let mut cached: Vec<Option<Arc<EqualityDeleteSet>>> = Vec::with_capacity(self.groups.len());
         let mut cache_keys: Vec<EqualityKey> = Vec::with_capacity(self.groups.len());
         let mut eq_files: Vec<(&DeleteFileRef, &Vec<i32>)> = Vec::new();
-        for group in &self.groups {
+        let mut to_read: HashSet<(&str, &Vec<i32>)> = HashSet::new();
+        let group_keys = match self.group_keys() {
+            Ok(keys) => keys,
+            // Name the file that does not resolve.
+            Err(_) => &equality_keys(io, &self.groups)?,
+        };
+        for (group, key) in self.groups.iter().zip(group_keys) {
             if group.field_ids.is_empty() {
                 let path = group.files.first().map_or("?", |f| f.path.as_str());
                 return Err(Error::corrupt(
@@ -559,20 +588,10 @@ impl MergeOnRead {
                     "its manifest entry has no equality_ids",
                 ));
             }
-            let mut files = group
-                .files
-                .iter()
-                .map(|f| self.physical(f))
-                .collect::<Result<Vec<_>>>()?;
-            files.sort();
-            let key: EqualityKey = (group.field_ids.clone(), files);
-            let set = self.cache.equality_set(&key);
+            let set = self.cache.equality_set(key);
             if set.is_none() {
                 for f in &group.files {
-                    if !eq_files
-                        .iter()
-                        .any(|(e, ids)| e.path == f.path && *ids == &group.field_ids)
-                    {
+                    if to_read.insert((f.path.as_str(), &group.field_ids)) {
                         eq_files.push((f, &group.field_ids));
                     }
                 }
@@ -581,7 +600,7 @@ impl MergeOnRead {
             }
             self.metrics.equality_files.add(group.files.len());
             cached.push(set);
-            cache_keys.push(key);
+            cache_keys.push(key.clone());
         }
         let keys: HashMap<String, (Vec<ArrayRef>, u64)> =
             futures::stream::iter(collect_futures(eq_files.iter().map(|(d, ids)| {
@@ -759,36 +778,48 @@ fn physical_of(io: &TableIo, d: &DeleteFileRef) -> Result<(String, u64)> {
     Ok((format!("{}{object}", url.as_str()), d.file_size))
 }
 
+/// Each of `groups`' cache identity: its field ids and its files' physical identities, sorted.
+/// Resolved once per scan: a table upserted by many commits has a group per commit, each
+/// applying to every older data file.
+fn equality_keys(io: &TableIo, groups: &[EqualityGroup]) -> Result<Vec<EqualityKey>> {
+    groups
+        .iter()
+        .map(|group| {
+            let mut files = group
+                .files
+                .iter()
+                .map(|f| physical_of(io, f))
+                .collect::<Result<Vec<_>>>()?;
+            files.sort();
+            Ok(EqualityKey::new(group.field_ids.clone(), files))
+        })
+        .collect()
+}
+
 /// The cache key of data file `file`'s equality-deleted positions: its physical identity and,
-/// sorted, its equality groups (`groups`, with `key_columns` saying which keys the scan schema
-/// has).
+/// sorted, its equality groups (`group_keys`: each group's identity, from [`equality_keys`];
+/// `key_columns` says which keys the scan schema has).
 fn equality_positions_key(
     io: &TableIo,
     table: &str,
     file: &FileDeletes,
-    groups: &[EqualityGroup],
+    group_keys: &[EqualityKey],
     key_columns: &[Vec<(Option<usize>, DataType)>],
 ) -> Result<EqualityPositionsKey> {
     let (_, url, object) = io.resolve(&file.path)?;
     let data = (format!("{}{object}", url.as_str()), file.file_size);
     let mut keyed = Vec::with_capacity(file.equality_groups.len());
     for &g in &file.equality_groups {
-        let Some(group) = groups.get(g) else {
+        let Some(group) = group_keys.get(g) else {
             return Err(Error::InvalidArgument(format!(
                 "table {table}: no equality group #{g}"
             )));
         };
-        let mut files = group
-            .files
-            .iter()
-            .map(|f| physical_of(io, f))
-            .collect::<Result<Vec<_>>>()?;
-        files.sort();
         let present = key_columns
             .get(g)
             .map(|keys| keys.iter().map(|(c, _)| c.is_some()).collect())
             .unwrap_or_default();
-        keyed.push(((group.field_ids.clone(), files), present));
+        keyed.push((group.clone(), present));
     }
     // The groups' order follows manifest loading; their union does not.
     keyed.sort();
@@ -806,9 +837,10 @@ pub(crate) fn cached_equality_positions(
     groups: &[EqualityGroup],
     key_columns: &[Vec<(Option<usize>, DataType)>],
 ) -> Option<HashMap<String, Arc<RoaringTreemap>>> {
+    let group_keys = equality_keys(io, groups).ok()?;
     let mut out = HashMap::new();
     for file in files.iter().filter(|f| !f.equality_groups.is_empty()) {
-        let key = equality_positions_key(io, table, file, groups, key_columns).ok()?;
+        let key = equality_positions_key(io, table, file, &group_keys, key_columns).ok()?;
         out.insert(file.path.clone(), cache.equality_positions(&key)?);
     }
     (!out.is_empty()).then_some(out)

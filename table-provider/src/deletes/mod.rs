@@ -21,7 +21,6 @@ mod position_filter;
 pub(crate) use cache::EqualityPositionsKey;
 pub use cache::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use index::DeleteFileIndex;
-pub(crate) use index::EqualityGroupKey;
 pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};
 pub(crate) use merge_on_read::{EqualityMode, EqualitySets, cached_equality_positions, key_type};
 pub(crate) use position::{read_deletion_vector, read_position_delete_file};

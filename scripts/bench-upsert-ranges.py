@@ -13,7 +13,11 @@ consecutive ids, so each INSERT's data files hold one range of ids):
   equality delete file's bounds meet only the last INSERT's files (recent rows updated, as an
   orders table's are);
 - `spread`: the same, but the upsert replaces ids 0 and 4,999,999 and adds 1,000 new ones: the
-  bounds span every file, and only two files hold a deleted key.
+  bounds span every file, and only two files hold a deleted key;
+- `commits`: `PRIMARY KEY (id)`, then `--commits` (300) upserts of 20 existing ids each, spread
+  over the whole range (as a CDC stream commits): one equality group per commit, each applying
+  to every older data file (~45,000 pairs a scan lays out). Made when missing, also in a
+  warehouse made before it existed.
 
 For each binary, each round starts a fresh server (`serve --warehouse`), runs `SELECT 1`, then
 `SELECT count(*), sum(price), sum(a)` of a table once (the first query: nothing of the table is
@@ -40,11 +44,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from flight_sql_commands import do_put_ingest, statement_ingest  # noqa: E402
 
 QUERY = "SELECT count(*), sum(price), sum(a) FROM iceberg.db.{}"
-TABLES = ("plain", "ranges", "spread")
+TABLES = ("plain", "ranges", "spread", "commits")
+COMMIT_KEYS = 20
 LOADS = 10
 
 
 def start(binary, warehouse):
+    """A server over `warehouse`, its URI, and its log directory (for `stop`)."""
     work = tempfile.mkdtemp(prefix="petrel-bench-")
     port_file = os.path.join(work, "port")
     server = subprocess.Popen(
@@ -56,7 +62,13 @@ def start(binary, warehouse):
         if server.poll() is not None or time.time() > deadline:
             sys.exit(f"{binary} did not start: see {work}/log")
         time.sleep(0.02)
-    return server, "grpc://" + open(port_file).read().strip()
+    return server, "grpc://" + open(port_file).read().strip(), work
+
+
+def stop(server, work):
+    server.terminate()
+    server.wait()
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def upsert(uri, table, data):
@@ -64,16 +76,19 @@ def upsert(uri, table, data):
     do_put_ingest(uri, statement_ingest(table, "db", "iceberg", {"upsert": "true"}), data)
 
 
-def upsert_ids(table, rows):
+def upsert_ids(table, rows, commits):
+    """The ids of each upsert of `table`, one list per commit."""
     if table == "ranges":
-        return list(range(rows - rows // 200, rows + rows // 200))
-    return [0, rows - 1] + list(range(rows, rows + rows // 5000))
+        return [list(range(rows - rows // 200, rows + rows // 200))]
+    if table == "commits":
+        return [sorted({(j * 4999 + k * 5003) % rows for k in range(COMMIT_KEYS)}) for j in range(commits)]
+    return [[0, rows - 1] + list(range(rows, rows + rows // 5000))]
 
 
-def expected(table, rows):
+def expected(table, rows, commits):
     """count(*), sum(price), sum(a) of `table` by the rows' formulas."""
     ids = set(range(rows))
-    replaced = set(upsert_ids(table, rows)) if table != "plain" else set()
+    replaced = set().union(*upsert_ids(table, rows, commits)) if table != "plain" else set()
     kept = ids - replaced
     count = len(kept) + len(replaced)
     price = sum(i * 0.01 for i in kept) + len(replaced) * 1.0
@@ -81,14 +96,13 @@ def expected(table, rows):
     return count, price, a
 
 
-def setup(binary, warehouse, rows):
-    shutil.rmtree(warehouse, ignore_errors=True)
-    os.makedirs(warehouse)
-    server, uri = start(binary, warehouse)
+def setup(binary, warehouse, rows, commits, tables):
+    """Makes `tables` in `warehouse` (the schema too, when it is new)."""
+    server, uri, work = start(binary, warehouse)
     try:
         with flightsql.connect(uri) as conn, conn.cursor() as cur:
-            cur.execute("CREATE SCHEMA iceberg.db")
-            for table in TABLES:
+            cur.execute("CREATE SCHEMA IF NOT EXISTS iceberg.db")
+            for table in tables:
                 key = ", PRIMARY KEY (id)" if table != "plain" else ""
                 cur.execute(f"CREATE TABLE iceberg.db.{table} (id BIGINT NOT NULL, a BIGINT, price DOUBLE, "
                             f"s STRING{key})")
@@ -97,20 +111,17 @@ def setup(binary, warehouse, rows):
                     cur.execute(f"INSERT INTO iceberg.db.{table} SELECT value, value % 1000, "
                                 f"CAST(value AS DOUBLE) * 0.01, concat('s', CAST(value % 977 AS VARCHAR)) "
                                 f"FROM generate_series({low}, {min(low + step, rows) - 1})")
-                if table != "plain":
-                    ids = pa.array(upsert_ids(table, rows), pa.int64())
+                for ids in (upsert_ids(table, rows, commits) if table != "plain" else []):
+                    ids = pa.array(ids, pa.int64())
                     upsert(uri, table, pa.table({"id": ids, "a": pa.array([7] * len(ids), pa.int64()),
                                                  "price": pa.array([1.0] * len(ids)),
                                                  "s": pa.array(["u"] * len(ids))}))
     finally:
-        server.terminate()
-        server.wait()
-    with open(os.path.join(warehouse, "bench-rows"), "w") as f:
-        f.write(str(rows))
+        stop(server, work)
 
 
-def check(table, got, rows):
-    count, price, a = expected(table, rows)
+def check(table, got, rows, commits):
+    count, price, a = expected(table, rows, commits)
     if got[0] != count or got[2] != a or abs(got[1] - price) > 1e-6 * abs(price):
         sys.exit(f"{table}: got {got}, want ({count}, {price}, {a})")
 
@@ -120,19 +131,37 @@ def main():
     parser.add_argument("binaries", nargs="+")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--commits", type=int, default=300, help="upsert commits of the `commits` table")
     parser.add_argument("--warehouse", default=os.path.expanduser("~/.cache/petrel/bench-upsert-ranges"))
     args = parser.parse_args()
     marker = os.path.join(args.warehouse, "bench-rows")
     if not os.path.exists(marker) or open(marker).read() != str(args.rows):
         print(f"bench-upsert-ranges: making the tables in {args.warehouse}", file=sys.stderr)
-        setup(args.binaries[0], args.warehouse, args.rows)
+        shutil.rmtree(args.warehouse, ignore_errors=True)
+        os.makedirs(args.warehouse)
+        setup(args.binaries[0], args.warehouse, args.rows, args.commits, TABLES)
+        with open(marker, "w") as f:
+            f.write(str(args.rows))
+    commits_marker = os.path.join(args.warehouse, "bench-commits")
+    if not os.path.exists(commits_marker) or open(commits_marker).read() != str(args.commits):
+        print(f"bench-upsert-ranges: making the commits table ({args.commits} upserts)", file=sys.stderr)
+        if os.path.exists(os.path.join(args.warehouse, "db", "commits")):
+            server, uri, work = start(args.binaries[0], args.warehouse)
+            try:
+                with flightsql.connect(uri) as conn, conn.cursor() as cur:
+                    cur.execute("DROP TABLE iceberg.db.commits")
+            finally:
+                stop(server, work)
+        setup(args.binaries[0], args.warehouse, args.rows, args.commits, ("commits",))
+        with open(commits_marker, "w") as f:
+            f.write(str(args.commits))
     first = {(b, t): [] for b in args.binaries for t in TABLES}
     repeated = {(b, t): [] for b in args.binaries for t in TABLES}
     for round_ in range(args.rounds):
         order = args.binaries if round_ % 2 == 0 else args.binaries[::-1]
         for binary in order:
             for table in TABLES:
-                server, uri = start(binary, args.warehouse)
+                server, uri, work = start(binary, args.warehouse)
                 try:
                     with flightsql.connect(uri) as conn, conn.cursor() as cur:
                         cur.execute("SELECT 1")
@@ -143,10 +172,9 @@ def main():
                             cur.execute(QUERY.format(table))
                             got = cur.fetchone()
                             samples.append((time.perf_counter() - t) * 1000)
-                            check(table, got, args.rows)
+                            check(table, got, args.rows, args.commits)
                 finally:
-                    server.terminate()
-                    server.wait()
+                    stop(server, work)
                 first[(binary, table)].append(samples[0])
                 repeated[(binary, table)].append(statistics.median(samples[1:]))
     load = os.getloadavg()[0]

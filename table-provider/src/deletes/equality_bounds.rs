@@ -66,21 +66,73 @@ impl<'a> DataMetrics<'a> {
         }
     }
 
-    /// Whether equality delete file `delete` (equality columns `field_ids`) may delete a row
-    /// of this data file: `false` only when the metrics of both files prove that no row can
-    /// match.
-    pub(crate) fn may_match(&mut self, delete: &DataFile, field_ids: &[i32]) -> bool {
-        field_ids.iter().all(|&id| {
-            let data = match self.columns.iter().find(|(c, _)| *c == id) {
-                Some((_, stats)) => *stats,
-                None => {
-                    let stats = ColumnStats::of(self.file, id);
-                    self.columns.push((id, stats));
-                    stats
-                }
-            };
-            column_may_match(&data, &ColumnStats::of(delete, id))
-        })
+    /// Whether the equality delete file of `delete`'s metrics may delete a row of this data
+    /// file: `false` only when the metrics of both files prove that no row can match.
+    pub(crate) fn may_match(&mut self, delete: &DeleteMetrics) -> bool {
+        delete
+            .columns
+            .iter()
+            .all(|(id, stats)| column_may_match(&self.column(*id), &stats.view()))
+    }
+
+    fn column(&mut self, id: i32) -> ColumnStats<'a> {
+        if let Some((_, stats)) = self.columns.iter().find(|(c, _)| *c == id) {
+            return *stats;
+        }
+        let stats = ColumnStats::of(self.file, id);
+        self.columns.push((id, stats));
+        stats
+    }
+}
+
+/// An equality delete file's metrics on its equality columns, copied once when the delete
+/// index is built: a scan compares each data file with every delete file that may apply (a
+/// table upserted by 300 commits: ~96,000 comparisons), and four map lookups in the manifest
+/// entry per comparison were a quarter of such a scan's time.
+#[derive(Debug, Clone)]
+pub(crate) struct DeleteMetrics {
+    columns: Vec<(i32, OwnedColumnStats)>,
+}
+
+impl DeleteMetrics {
+    /// The metrics of `file` (an equality delete file) on its equality columns `field_ids`.
+    pub(crate) fn of(file: &DataFile, field_ids: &[i32]) -> Self {
+        Self {
+            columns: field_ids
+                .iter()
+                .map(|&id| (id, OwnedColumnStats::of(file, id)))
+                .collect(),
+        }
+    }
+}
+
+/// [`ColumnStats`], owned.
+#[derive(Debug, Clone)]
+struct OwnedColumnStats {
+    lower: Option<Datum>,
+    upper: Option<Datum>,
+    nulls: Option<u64>,
+    values: Option<u64>,
+}
+
+impl OwnedColumnStats {
+    fn of(file: &DataFile, field_id: i32) -> Self {
+        let stats = ColumnStats::of(file, field_id);
+        Self {
+            lower: stats.lower.cloned(),
+            upper: stats.upper.cloned(),
+            nulls: stats.nulls,
+            values: stats.values,
+        }
+    }
+
+    fn view(&self) -> ColumnStats<'_> {
+        ColumnStats {
+            lower: self.lower.as_ref(),
+            upper: self.upper.as_ref(),
+            nulls: self.nulls,
+            values: self.values,
+        }
     }
 }
 

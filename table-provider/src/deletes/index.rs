@@ -19,7 +19,7 @@ use iceberg::spec::{
     DataContentType, DataFile, ManifestEntryRef, PartitionSpec, PrimitiveLiteral, Struct,
 };
 
-use super::equality_bounds::DataMetrics;
+use super::equality_bounds::{DataMetrics, DeleteMetrics};
 use crate::io::normalize_location;
 use crate::plan::{DeleteFileRef, DeleteKind};
 
@@ -32,9 +32,9 @@ struct Indexed {
     sequence_number: i64,
     /// Lower and upper bounds of a position delete file's `file_path` column.
     path_bounds: Option<(String, String)>,
-    /// An equality delete file's manifest entry (shared with the manifest cache), whose
-    /// metrics decide whether it can match a data file.
-    equality_entry: Option<ManifestEntryRef>,
+    /// An equality delete file's metrics on its equality columns, which decide whether it can
+    /// match a data file.
+    equality_metrics: Option<DeleteMetrics>,
 }
 
 impl Indexed {
@@ -84,7 +84,7 @@ impl DeleteFileIndex {
             },
             sequence_number,
             path_bounds: path_bounds(file),
-            equality_entry: None,
+            equality_metrics: None,
         };
         match file.content_type() {
             DataContentType::Data => return,
@@ -115,11 +115,10 @@ impl DeleteFileIndex {
                 }
             }
             DataContentType::EqualityDeletes => {
+                let field_ids = file.equality_ids().unwrap_or_default();
                 let indexed = Indexed {
-                    equality_entry: Some(std::sync::Arc::clone(entry)),
-                    ..base(DeleteKind::Equality {
-                        field_ids: file.equality_ids().unwrap_or_default(),
-                    })
+                    equality_metrics: Some(DeleteMetrics::of(file, &field_ids)),
+                    ..base(DeleteKind::Equality { field_ids })
                 };
                 if spec.is_unpartitioned() {
                     self.global_eq.push(indexed);
@@ -221,9 +220,9 @@ fn keep_matching_equality_groups(
         .chunk_by(|a, b| a.sequence_number == b.sequence_number && field_ids(a) == field_ids(b))
     {
         let applies = group.iter().any(|d| {
-            d.equality_entry
+            d.equality_metrics
                 .as_ref()
-                .is_none_or(|entry| metrics.may_match(entry.data_file(), field_ids(d)))
+                .is_none_or(|delete| metrics.may_match(delete))
         });
         if applies {
             out.extend(group.iter().map(|d| d.delete.clone()));

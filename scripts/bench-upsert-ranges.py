@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Scans of upserted tables whose data files hold key ranges, for one or more Petrel binaries.
 
-    scripts/bench-upsert-ranges.py BINARY [BINARY...] [--rounds N] [--rows N] [--warehouse DIR]
+    scripts/bench-upsert-ranges.py BINARY [BINARY...] [--rounds N] [--rows N] [--commits N] [--warehouse DIR]
 
-Tables (made once in the warehouse with the first binary, kept for later runs; all three hold the
+Tables (made once in the warehouse with the first binary, kept for later runs; all four hold the
 same 5,000,000 rows `id, a = id % 1000, price = id * 0.01, s`, loaded by 10 INSERTs of 500,000
 consecutive ids, so each INSERT's data files hold one range of ids):
 
@@ -142,6 +142,8 @@ def main():
         setup(args.binaries[0], args.warehouse, args.rows, args.commits, TABLES)
         with open(marker, "w") as f:
             f.write(str(args.rows))
+        with open(os.path.join(args.warehouse, "bench-commits"), "w") as f:
+            f.write(str(args.commits))
     commits_marker = os.path.join(args.warehouse, "bench-commits")
     if not os.path.exists(commits_marker) or open(commits_marker).read() != str(args.commits):
         print(f"bench-upsert-ranges: making the commits table ({args.commits} upserts)", file=sys.stderr)

@@ -49,7 +49,7 @@ use iceberg::spec::{NameMapping, Transform};
 use crate::catalog::{Catalog, LoadedTable, RefKind};
 use crate::commit::TableReplacement;
 use crate::deletes::{
-    EqualityGroup, FileDeletes, MergeOnRead, cached_equality_positions, key_type,
+    EqualityGroup, FileDeletes, MergeOnRead, cached_equality_positions, equality_keys, key_type,
 };
 use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
@@ -637,18 +637,21 @@ impl IcebergTableProvider {
         let mut deletes = MergeLayout::new(plan, &self.arrow_schema, &projection, positional);
         // Equality deletes an earlier scan turned into positions (all of them, or none): the
         // scan reads neither their key columns nor probes their sets.
-        let cached_equality = (!positional && !deletes.groups.is_empty())
-            .then(|| {
+        // Each group's cache identity, resolved once for the lookup here and the scan's own.
+        let group_keys = equality_keys(self.table.io(), &deletes.groups).ok();
+        let cached_equality = group_keys
+            .as_deref()
+            .filter(|_| !positional && !deletes.groups.is_empty())
+            .and_then(|keys| {
                 cached_equality_positions(
                     self.planner.delete_cache(),
                     self.table.io(),
                     &table_name,
                     &deletes.files,
-                    &deletes.groups,
+                    keys,
                     &deletes.key_columns,
                 )
-            })
-            .flatten();
+            });
         let equality_files: usize = deletes.groups.iter().map(|g| g.files.len()).sum();
         if cached_equality.is_some() {
             deletes = deletes.without_equality(projection.len());
@@ -863,9 +866,10 @@ impl IcebergTableProvider {
             } else {
                 merge
             };
-            let merge = match cached_equality {
-                Some(cached) => merge.with_cached_equality(cached, equality_files),
-                None => merge,
+            let merge = match (cached_equality, group_keys) {
+                (Some(cached), _) => merge.with_cached_equality(cached, equality_files),
+                (None, Some(keys)) => merge.with_group_keys(keys),
+                (None, None) => merge,
             };
             MergeSpec {
                 merge: Arc::new(merge),

@@ -281,17 +281,35 @@ impl MergeOnRead {
         )
     }
 
-    /// Each equality group's cache identity (resolved at the first call).
+    /// Each equality group's cache identity (resolved at the first call, unless the scan's
+    /// planning handed them over: [`MergeOnRead::with_group_keys`]).
     fn group_keys(&self) -> Result<&[EqualityKey]> {
-        self.group_keys
+        match self
+            .group_keys
             .get_or_init(|| equality_keys(&self.io, &self.groups).ok())
-            .as_deref()
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "table {}: an equality delete file's location does not resolve",
-                    self.table
-                ))
-            })
+        {
+            Some(keys) => Ok(keys),
+            // Resolved again for the error, which names the file.
+            None => Err(equality_keys(&self.io, &self.groups)
+                .err()
+                .unwrap_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "table {}: an equality delete file's location does not resolve",
+                        self.table
+                    ))
+                })),
+        }
+    }
+
+    /// This state with its groups' cache identities already resolved (`keys`, from
+    /// [`equality_keys`] over the same groups), as the scan's planning resolved them to look
+    /// up cached positions.
+    pub(crate) fn with_group_keys(self, keys: Vec<EqualityKey>) -> Self {
+        if keys.len() == self.groups.len() {
+            // Unset until now: a fresh state.
+            let _ = self.group_keys.set(Some(keys));
+        }
+        self
     }
 
     /// This state with the equality deletes of some data files (by path as the manifests
@@ -573,12 +591,7 @@ impl MergeOnRead {
         let mut cache_keys: Vec<EqualityKey> = Vec::with_capacity(self.groups.len());
         let mut eq_files: Vec<(&DeleteFileRef, &Vec<i32>)> = Vec::new();
         let mut to_read: HashSet<(&str, &Vec<i32>)> = HashSet::new();
-        let group_keys = match self.group_keys() {
-            Ok(keys) => keys,
-            // Name the file that does not resolve.
-            Err(_) => &equality_keys(io, &self.groups)?,
-        };
-        for (group, key) in self.groups.iter().zip(group_keys) {
+        for (group, key) in self.groups.iter().zip(self.group_keys()?) {
             if group.field_ids.is_empty() {
                 let path = group.files.first().map_or("?", |f| f.path.as_str());
                 return Err(Error::corrupt(
@@ -781,7 +794,7 @@ fn physical_of(io: &TableIo, d: &DeleteFileRef) -> Result<(String, u64)> {
 /// Each of `groups`' cache identity: its field ids and its files' physical identities, sorted.
 /// Resolved once per scan: a table upserted by many commits has a group per commit, each
 /// applying to every older data file.
-fn equality_keys(io: &TableIo, groups: &[EqualityGroup]) -> Result<Vec<EqualityKey>> {
+pub(crate) fn equality_keys(io: &TableIo, groups: &[EqualityGroup]) -> Result<Vec<EqualityKey>> {
     groups
         .iter()
         .map(|group| {
@@ -834,13 +847,12 @@ pub(crate) fn cached_equality_positions(
     io: &TableIo,
     table: &str,
     files: &[FileDeletes],
-    groups: &[EqualityGroup],
+    group_keys: &[EqualityKey],
     key_columns: &[Vec<(Option<usize>, DataType)>],
 ) -> Option<HashMap<String, Arc<RoaringTreemap>>> {
-    let group_keys = equality_keys(io, groups).ok()?;
     let mut out = HashMap::new();
     for file in files.iter().filter(|f| !f.equality_groups.is_empty()) {
-        let key = equality_positions_key(io, table, file, &group_keys, key_columns).ok()?;
+        let key = equality_positions_key(io, table, file, group_keys, key_columns).ok()?;
         out.insert(file.path.clone(), cache.equality_positions(&key)?);
     }
     (!out.is_empty()).then_some(out)

@@ -22,7 +22,9 @@ pub(crate) use cache::EqualityPositionsKey;
 pub use cache::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use index::DeleteFileIndex;
 pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};
-pub(crate) use merge_on_read::{EqualityMode, EqualitySets, cached_equality_positions, key_type};
+pub(crate) use merge_on_read::{
+    EqualityMode, EqualitySets, cached_equality_positions, equality_keys, key_type,
+};
 pub(crate) use position::{read_deletion_vector, read_position_delete_file};
 pub(crate) use position_filter::{
     DeletedPositions, GroupRead, PositionFilter, positional_plan_of, whole_groups_plan,

@@ -162,6 +162,15 @@ impl KeylessRead {
             padded_schema,
         }
     }
+
+    /// The null columns that take the added key columns' places in batches without them.
+    fn null_columns(&self) -> NullColumns {
+        NullColumns {
+            slots: self.key_slots.clone(),
+            schema: Arc::clone(&self.padded_schema),
+            nulls: Vec::new(),
+        }
+    }
 }
 
 /// A run of a partition's files read by one Parquet scan.
@@ -328,11 +337,7 @@ async fn open_run(
             };
             spec.merge.record_read_without_keys(files.len());
             let stream = read(&keyless.filtered, &keyless.unfiltered, files, ctx)?;
-            return Ok(with_null_columns(
-                stream,
-                &keyless.key_slots,
-                Arc::clone(&keyless.padded_schema),
-            ));
+            return Ok(with_null_columns(stream, keyless.null_columns()));
         }
         Run::Positional(file, index) => (*file, index),
     };
@@ -422,7 +427,7 @@ async fn open_run(
             .keyless
             .as_ref()
             .filter(|k| !k.key_slots.is_empty())
-            .map(|k| NullColumns::new(&k.key_slots, Arc::clone(&k.padded_schema)));
+            .map(KeylessRead::null_columns);
         return Ok(recording(
             stream, filter, merge, sets, index, key, scanned, nulls,
         ));
@@ -445,14 +450,11 @@ async fn open_run(
     Ok(masked(stream.boxed(), filter, merge, index))
 }
 
-/// The batches of `stream` with null columns inserted at `slots` (positions in `schema`, the
-/// inner batches' schema with those columns nullable).
+/// The batches of `stream` with `nulls`' null columns put in.
 fn with_null_columns(
     stream: BoxStream<'static, DFResult<RecordBatch>>,
-    slots: &[usize],
-    schema: SchemaRef,
+    mut nulls: NullColumns,
 ) -> BoxStream<'static, DFResult<RecordBatch>> {
-    let mut nulls = NullColumns::new(slots, schema);
     stream
         .map(move |batch| {
             let batch = batch?;
@@ -471,14 +473,6 @@ struct NullColumns {
 }
 
 impl NullColumns {
-    fn new(slots: &[usize], schema: SchemaRef) -> Self {
-        Self {
-            slots: slots.to_vec(),
-            schema,
-            nulls: Vec::new(),
-        }
-    }
-
     /// A batch of `rows` rows of `columns` (every column but those at the slots, in order)
     /// with the null columns put in.
     fn fill(

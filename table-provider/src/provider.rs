@@ -837,6 +837,7 @@ impl IcebergTableProvider {
                 });
                 CachedScan {
                     hit: counter("column_cache_files_hit"),
+                    masked: counter("column_cache_files_masked"),
                     read: counter("column_cache_files_read"),
                     cache: self.planner.column_cache().clone(),
                     source: Arc::new(ColumnSource::new(

@@ -16,6 +16,7 @@
 //! row selection of one selector per deleted row, whose bookkeeping in the Parquet reader
 //! costs more than decoding the rows and filtering them.
 
+use std::hash::{Hash, Hasher};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -40,6 +41,42 @@ pub(crate) enum DeletedPositions {
 }
 
 impl DeletedPositions {
+    /// Whether `other` holds the same positions (a slice shared with it is not compared). The
+    /// two forms are never the same: a file's deletes take one form or the other, whichever
+    /// scan reads it.
+    pub(crate) fn same_as(&self, other: &DeletedPositions) -> bool {
+        match (self, other) {
+            (DeletedPositions::Sorted(a), DeletedPositions::Sorted(b)) => {
+                Arc::ptr_eq(a, b) || a == b
+            }
+            (DeletedPositions::Bitmap(a), DeletedPositions::Bitmap(b)) => a == b,
+            _ => false,
+        }
+    }
+
+    /// A hash of how many positions there are and of the first and last, for lookups by
+    /// content ([`DeletedPositions::same_as`] tells them apart).
+    pub(crate) fn fingerprint(&self) -> u64 {
+        let mut hasher = std::hash::DefaultHasher::new();
+        match self {
+            DeletedPositions::Sorted(positions) => {
+                (0u8, positions.len(), positions.first(), positions.last()).hash(&mut hasher);
+            }
+            DeletedPositions::Bitmap(bitmap) => {
+                (1u8, bitmap.len(), bitmap.min(), bitmap.max()).hash(&mut hasher);
+            }
+        }
+        hasher.finish()
+    }
+
+    /// About how many bytes it holds.
+    pub(crate) fn memory_size(&self) -> usize {
+        match self {
+            DeletedPositions::Sorted(positions) => std::mem::size_of_val(positions.as_ref()),
+            DeletedPositions::Bitmap(bitmap) => bitmap.serialized_size(),
+        }
+    }
+
     /// The deleted positions within `range`, ascending (`buffer` holds them when they are not
     /// stored as a slice).
     fn within<'a>(&'a self, range: Range<u64>, buffer: &'a mut Vec<u64>) -> &'a [u64] {

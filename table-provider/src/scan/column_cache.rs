@@ -24,7 +24,11 @@
 //! for an `ORDER BY` right above a scan, keeps the usual read). Deletes do not stop it: a
 //! file with position deletes, a deletion vector or equality-deleted positions already known is
 //! kept whole and its deleted rows are masked out of the cached batches (`merge_stream`); only
-//! files whose equality deletes are still probed (or recorded) are read as before.
+//! files whose equality deletes are still probed (or recorded) are read as before. Masking
+//! copies every kept row, so a file masked from cached columns is also kept masked, under its
+//! deleted positions ([`Mask`], compared by content): the next scan with the same deletes takes
+//! those batches as they are, and a commit that changes the file's deletes makes a new entry
+//! (from the whole columns, which stay cached) while the old one is no longer looked up.
 //!
 //! Scans with filters on data ([`FilteredScan`]: dashboards' filtered queries, point lookups)
 //! use it too when they have no deletes and no limit. A file whose columns are all cached is
@@ -78,6 +82,7 @@ use moka::sync::Cache;
 use super::column_zones::{BatchZones, ColumnZones};
 use super::reader::files_only;
 use crate::cache_stats::{CacheCounters, CacheStats, moka_stats};
+use crate::deletes::DeletedPositions;
 use crate::spec::field_id_of;
 
 /// How many files read before the cache remembers (to keep a file's columns from its second
@@ -128,14 +133,52 @@ struct ColumnKey {
     batch_rows: usize,
     field_id: i32,
     data_type: DataType,
+    /// The deleted rows masked out of the batches (`None`: every row of the file).
+    mask: Option<Arc<Mask>>,
 }
 
-/// The arrays of one column's batches, in order, and their zones.
+/// The deleted positions masked out of a file's cached batches, looked up by content: the
+/// same file with the same deleted positions gives the same batches, whichever delete files
+/// (or equality deletes recorded as positions) the positions came from.
+#[derive(Debug)]
+pub(crate) struct Mask {
+    positions: DeletedPositions,
+    fingerprint: u64,
+}
+
+impl Mask {
+    /// The mask of `positions`.
+    pub(crate) fn new(positions: DeletedPositions) -> Arc<Self> {
+        let fingerprint = positions.fingerprint();
+        Arc::new(Self {
+            positions,
+            fingerprint,
+        })
+    }
+}
+
+impl PartialEq for Mask {
+    fn eq(&self, other: &Self) -> bool {
+        self.fingerprint == other.fingerprint && self.positions.same_as(&other.positions)
+    }
+}
+
+impl Eq for Mask {}
+
+impl Hash for Mask {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.fingerprint.hash(state);
+    }
+}
+
+/// The arrays of one column's batches, in order, their zones, and (masked columns) how many
+/// rows the mask removed.
 #[derive(Debug)]
 struct CachedColumn {
     chunks: Vec<ArrayRef>,
     zones: Option<ColumnZones>,
     bytes: usize,
+    removed: usize,
 }
 
 /// Decoded columns shared by every scan of a process (module docs).
@@ -213,6 +256,9 @@ pub(crate) struct CachedScan {
     pub(crate) cache: ColumnCache,
     pub(crate) source: Arc<ColumnSource>,
     pub(crate) hit: Count,
+    /// Of the files served from the cache, those taken with their deleted rows already masked
+    /// out.
+    pub(crate) masked: Count,
     pub(crate) read: Count,
     /// For a scan with filters on data (module docs); `None`: the scan reads every row of
     /// its files.
@@ -285,15 +331,75 @@ impl CachedScan {
         config: &FileScanConfig,
         file: PartitionedFile,
         context: Arc<TaskContext>,
-    ) -> Option<BoxStream<'static, DFResult<RecordBatch>>> {
+    ) -> Option<WholeFile> {
         let reader = self.file_reader(config)?;
         match reader.plan(&file, context.session_config().batch_size()) {
             FilePlan::Read => None,
+            FilePlan::Cached(batches) => Some(WholeFile {
+                cached_rows: Some(batches.iter().map(RecordBatch::num_rows).sum()),
+                batches: futures::stream::iter(batches.into_iter().map(Ok)).boxed(),
+            }),
             plan => {
                 let config = Arc::new(config.clone());
-                Some(reader.stream(Some(&config), file, plan, context))
+                Some(WholeFile {
+                    batches: reader.stream(Some(&config), file, plan, context),
+                    cached_rows: None,
+                })
             }
         }
+    }
+
+    /// The cached batches of whole `file` as the Parquet scan `config` reads it, with the
+    /// positions of `mask` deleted, and how many rows those were; `None` when they are not
+    /// all cached (nothing is counted then: the file is looked up whole next).
+    pub(crate) fn masked_batches(
+        &self,
+        config: &FileScanConfig,
+        file: &PartitionedFile,
+        mask: &Arc<Mask>,
+        batch_rows: usize,
+    ) -> Option<(Vec<RecordBatch>, usize)> {
+        let reader = self.file_reader(config)?;
+        let keys = reader.keys(file, batch_rows, Some(mask));
+        let found = cached_columns(&reader.columns, &keys)?;
+        let batches = reader.batches(&found)?;
+        self.cache.lookups.record(true);
+        self.hit.add(1);
+        self.masked.add(1);
+        Some((batches, found.first().map_or(0, |c| c.removed)))
+    }
+
+    /// `masked` (the batches of whole `file`, served from the cache with `cached_rows` rows,
+    /// with the positions of `mask` deleted), passed on and kept under `mask` once they end:
+    /// the next scan with the same deletes takes them as they are
+    /// ([`CachedScan::masked_batches`]).
+    pub(crate) fn keep_masked(
+        &self,
+        config: &FileScanConfig,
+        file: &PartitionedFile,
+        mask: &Arc<Mask>,
+        cached_rows: usize,
+        masked: BoxStream<'static, DFResult<RecordBatch>>,
+        batch_rows: usize,
+    ) -> BoxStream<'static, DFResult<RecordBatch>> {
+        let Some(reader) = self.file_reader(config) else {
+            return masked;
+        };
+        let recording = Recording {
+            columns: reader.columns.clone(),
+            keys: reader.keys(file, batch_rows, Some(mask)),
+            chunks: Vec::new(),
+            bytes: 0,
+            max_bytes: reader.max_file_bytes,
+            decline: None,
+            unmasked_rows: Some(cached_rows),
+            _guard: None,
+        };
+        RecordingStream {
+            inner: masked,
+            recording: Some(recording),
+        }
+        .boxed()
     }
 
     fn file_reader(&self, config: &FileScanConfig) -> Option<FileReader> {
@@ -341,6 +447,14 @@ enum FilePlan {
     Read,
 }
 
+/// A whole file's batches through the cache.
+pub(crate) struct WholeFile {
+    pub(crate) batches: BoxStream<'static, DFResult<RecordBatch>>,
+    /// Its rows, when its columns were served from the cache: its batches with deleted rows
+    /// masked out may then be kept ([`CachedScan::keep_masked`]).
+    pub(crate) cached_rows: Option<usize>,
+}
+
 /// Reads files of one Parquet scan through the cache.
 #[derive(Clone)]
 struct FileReader {
@@ -355,11 +469,16 @@ struct FileReader {
 }
 
 impl FileReader {
-    /// Looks `file` up (and counts it as served from the cache or read).
-    fn plan(&self, file: &PartitionedFile, batch_rows: usize) -> FilePlan {
-        let location: Arc<str> = format!("{}{}", self.store, file.object_meta.location).into();
-        let keys: Vec<ColumnKey> = self
-            .field_ids
+    /// The keys of `file`'s columns, read in batches of `batch_rows` rows, with `mask`'s
+    /// positions deleted.
+    fn keys(
+        &self,
+        file: &PartitionedFile,
+        batch_rows: usize,
+        mask: Option<&Arc<Mask>>,
+    ) -> Vec<ColumnKey> {
+        let location = self.location(file);
+        self.field_ids
             .iter()
             .zip(self.schema.fields())
             .map(|(id, field)| ColumnKey {
@@ -370,8 +489,20 @@ impl FileReader {
                 batch_rows,
                 field_id: *id,
                 data_type: field.data_type().clone(),
+                mask: mask.cloned(),
             })
-            .collect();
+            .collect()
+    }
+
+    /// Where `file` is: store URL and object path.
+    fn location(&self, file: &PartitionedFile) -> Arc<str> {
+        format!("{}{}", self.store, file.object_meta.location).into()
+    }
+
+    /// Looks `file` up (and counts it as served from the cache or read).
+    fn plan(&self, file: &PartitionedFile, batch_rows: usize) -> FilePlan {
+        let keys = self.keys(file, batch_rows, None);
+        let location = self.location(file);
         let lookups = &self.scan.cache.lookups;
         let cached = cached_columns(&self.columns, &keys).and_then(|found| self.batches(&found));
         if let Some(batches) = lookups.observe(cached) {
@@ -382,7 +513,7 @@ impl FileReader {
         // The file as read by a scan (whatever its columns and filters).
         let mut hasher = DefaultHasher::new();
         (&self.scan.source, &location, file.object_meta.size).hash(&mut hasher);
-        (keys[0].range, batch_rows).hash(&mut hasher);
+        (file.range.as_ref().map(|r| (r.start, r.end)), batch_rows).hash(&mut hasher);
         let read_before = hasher.finish();
         if !self.seen.contains_key(&read_before) {
             self.seen.insert(read_before, ());
@@ -534,7 +665,8 @@ impl FileReader {
                     bytes: 0,
                     max_bytes,
                     decline: decline.map(|hash| (self.declined.clone(), hash)),
-                    _guard: guard,
+                    unmasked_rows: None,
+                    _guard: Some(guard),
                 };
                 (read, Some(recording))
             }
@@ -606,8 +738,11 @@ struct Recording {
     /// Where a filtered scan remembers the file (by this hash) when its columns exceed
     /// `max_bytes`.
     decline: Option<(Cache<u64, ()>, u64)>,
-    /// The file is being kept by this recording until it is dropped.
-    _guard: FillGuard,
+    /// Masked batches: the rows of the batches the mask was applied to.
+    unmasked_rows: Option<usize>,
+    /// The file is being kept by this recording until it is dropped (masked batches are not
+    /// guarded: the batches they come from were cached).
+    _guard: Option<FillGuard>,
 }
 
 /// A file (by its hash) marked as being read to be kept, while this lives.
@@ -672,26 +807,39 @@ impl Recording {
             })
     }
 
-    /// The file was read to its end: its columns are kept, with their zones.
+    /// The file was read to its end: its columns are kept, with their zones (masked
+    /// batches: with the rows the mask removed instead, as only whole scans take them).
     fn finish(mut self) {
         if self.chunks.is_empty() {
-            // No batches (a byte range in which no row group starts): kept as such, so the
-            // next scan need not open the file to find that out.
+            // No batches (a byte range in which no row group starts, or every row deleted):
+            // kept as such, so the next scan need not open the file to find that out.
             self.chunks = vec![Vec::new(); self.keys.len()];
         }
+        let kept_rows: usize = self
+            .chunks
+            .first()
+            .map_or(0, |c| c.iter().map(|a| a.len()).sum());
+        let removed = self
+            .unmasked_rows
+            .map_or(0, |rows| rows.saturating_sub(kept_rows));
         for (key, chunks) in self.keys.into_iter().zip(self.chunks) {
-            let zones = ColumnZones::of(&chunks, &key.data_type);
+            let zones = match key.mask {
+                None => ColumnZones::of(&chunks, &key.data_type),
+                Some(_) => None,
+            };
             let bytes = chunks
                 .iter()
                 .map(|c| c.get_array_memory_size())
                 .sum::<usize>()
-                + zones.as_ref().map_or(0, ColumnZones::memory_size);
+                + zones.as_ref().map_or(0, ColumnZones::memory_size)
+                + key.mask.as_ref().map_or(0, |m| m.positions.memory_size());
             self.columns.insert(
                 key,
                 Arc::new(CachedColumn {
                     chunks,
                     zones,
                     bytes,
+                    removed,
                 }),
             );
         }

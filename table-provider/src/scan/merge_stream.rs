@@ -66,7 +66,7 @@ use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::parquet_to_arrow_schema;
 use parquet::file::metadata::ParquetMetaData;
 
-use super::column_cache::CachedScan;
+use super::column_cache::{CachedScan, Mask};
 use super::nan_safe_stats::{NanFreeColumns, nan_safe_metadata};
 use super::reader::files_only;
 use roaring::RoaringTreemap;
@@ -356,12 +356,23 @@ async fn open_run(
         // it.
         None => return plain(vec![file], ctx),
     };
-    let metadata = merge.data_file_metadata(index, &ctx).await?;
     // Read whole (no equality positions being recorded): the columns of the file's row groups
-    // in its byte range may come from the decoded-column cache, deleted rows masked.
-    if let Some(columns) = &spec.columns
-        && record.is_none()
-        && let Some(stream) = columns.file_stream(&spec.unfiltered, file.clone(), Arc::clone(&ctx))
+    // in its byte range may come from the decoded-column cache, deleted rows masked — or
+    // already masked, when a scan with the same deleted positions kept them so.
+    let whole = spec.columns.as_ref().filter(|_| record.is_none());
+    let batch_rows = ctx.session_config().batch_size();
+    let mask = whole.map(|_| Mask::new(deleted.clone()));
+    if let (Some(columns), Some(mask)) = (whole, &mask)
+        && let Some((batches, removed)) =
+            columns.masked_batches(&spec.unfiltered, &file, mask, batch_rows)
+    {
+        merge.record_removed_in(index, removed);
+        return Ok(futures::stream::iter(batches.into_iter().map(Ok)).boxed());
+    }
+    let metadata = merge.data_file_metadata(index, &ctx).await?;
+    if let Some(columns) = whole
+        && let Some(read_whole) =
+            columns.file_stream(&spec.unfiltered, file.clone(), Arc::clone(&ctx))
     {
         let read: Vec<bool> = row_groups_in_range(&metadata, &file)
             .build()
@@ -370,7 +381,14 @@ async fn open_run(
             .map(|a| a.should_scan())
             .collect();
         let plan = whole_groups_plan(&deleted, &row_group_rows(&metadata), &read);
-        return Ok(masked(stream, PositionFilter::new(&plan), merge, index));
+        let stream = masked(read_whole.batches, PositionFilter::new(&plan), merge, index);
+        // Masked from cached columns (the file is read often): kept masked as well.
+        return Ok(match (read_whole.cached_rows, &mask) {
+            (Some(rows), Some(mask)) => {
+                columns.keep_masked(&spec.unfiltered, &file, mask, rows, stream, batch_rows)
+            }
+            _ => stream,
+        });
     }
     let object_path = file.object_meta.location.as_ref();
     let metadata = nan_safe_metadata(metadata, |id| spec.nan_free.is_nan_free(object_path, id));

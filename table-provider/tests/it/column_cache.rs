@@ -44,8 +44,12 @@ async fn sessions(
 struct Counted {
     batches: Vec<RecordBatch>,
     hit: usize,
+    /// Of `hit`, the files taken with their deleted rows already masked out.
+    masked: usize,
     read: usize,
     files: usize,
+    /// Rows the scan's position deletes removed.
+    deleted: usize,
     /// Cached batches a filtered scan skipped by their zones.
     pruned: usize,
 }
@@ -61,6 +65,8 @@ async fn run_counting(ctx: &SessionContext, sql: &str) -> Counted {
     };
     Counted {
         hit: count(&plan, "column_cache_files_hit"),
+        masked: count(&plan, "column_cache_files_masked"),
+        deleted: count(&plan, "rows_deleted_by_position"),
         read: count(&plan, "column_cache_files_read"),
         files: count(&plan, "files_scanned"),
         pruned: count(&plan, "column_cache_batches_pruned"),
@@ -336,6 +342,68 @@ async fn files_whose_equality_deletes_delete_nothing_take_their_columns_from_the
     let rows = sorted_rows(&plain, all).await;
     assert_eq!(rows.len(), 3 * ROWS as usize);
     all_rows_served(&ctx, &rows, fourth.files).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn masked_columns_are_kept_until_their_files_deletes_change() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (ctx, plain, _cache) = sessions(dir.path(), 256 << 20).await;
+    table_of_three_files(&ctx).await;
+    // Each file has deletes: ids 3; 10,001 and 12,000–17,999; 20,001–29,999.
+    delete_rows(&ctx).await;
+    let mut deleted = deleted_ids();
+    let firsts = [0, ROWS, 2 * ROWS];
+
+    // The data files with deleted positions (the others have no mask to keep).
+    let with_deletes = "SELECT CAST(count(DISTINCT file_path) AS BIGINT) AS n \
+                        FROM iceberg.db.t.position_deletes";
+    let masked_files = scalar_of(&ctx, with_deletes).await;
+    assert!(masked_files > 1, "{masked_files} files with deletes");
+
+    // Read, then kept whole; the third scan masks the cached columns and keeps them masked;
+    // the fourth takes them masked, removing (and counting) the same rows.
+    let first = read_twice(&ctx, SUMMARY, Some(&model(&firsts, &deleted))).await;
+    assert_eq!(first.deleted, deleted.len());
+    let files = first.files;
+    for masked in [0, masked_files] {
+        let run = run_counting(&ctx, SUMMARY).await;
+        assert_eq!(summary_of(&run.batches), model(&firsts, &deleted));
+        assert_eq!((run.hit, run.masked, run.read), (files, masked, 0));
+        assert_eq!(run.deleted, deleted.len());
+    }
+
+    // Another delete in the file holding id 3 (the same batch of the INSERT, so the same
+    // file): its masked columns no longer apply; it is masked again from its whole columns
+    // (and kept so), the other files still taken masked.
+    assert_eq!(
+        write_count(&ctx, "DELETE FROM iceberg.db.t WHERE id = 4").await,
+        1
+    );
+    assert_eq!(scalar_of(&ctx, with_deletes).await, masked_files);
+    deleted.push(4);
+    for masked in [masked_files - 1, masked_files] {
+        let run = run_counting(&ctx, SUMMARY).await;
+        assert_eq!(summary_of(&run.batches), model(&firsts, &deleted));
+        assert_eq!((run.hit, run.masked, run.read), (files, masked, 0));
+        assert_eq!(run.deleted, deleted.len());
+    }
+    let all = "SELECT * FROM iceberg.db.t";
+    let want = sorted_rows(&plain, all).await;
+    assert_eq!(want.len(), 3 * ROWS as usize - deleted.len());
+    // `SELECT *` reads the same columns: taken masked.
+    let served = all_rows_served(&ctx, &want, files).await;
+    assert_eq!(served.masked, masked_files);
+}
+
+/// The one Int64 value `sql` gives.
+async fn scalar_of(ctx: &SessionContext, sql: &str) -> usize {
+    let batches = query(ctx, sql).await.expect(sql);
+    let column = batches[0]
+        .column(0)
+        .as_any()
+        .downcast_ref::<arrow::array::Int64Array>()
+        .expect("Int64");
+    usize::try_from(column.value(0)).expect("a count")
 }
 
 /// The deletes of [`delete_rows`]: single rows, a run longer than the reader's skip threshold

@@ -11,7 +11,8 @@
 //! A data file's rows deleted by a given list of equality groups are kept too, as positions
 //! (a bitmap, like a deletion vector), keyed by the data file and the groups: later scans apply
 //! them as positional deletes, without probing the sets (`deletes::merge_on_read`). This part
-//! holds up to a quarter of the capacity more.
+//! holds up to a quarter of the capacity more, and so do equality groups joined into one index
+//! (`deletes::equality_union`), keyed by their groups.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -21,6 +22,7 @@ use moka::sync::Cache;
 use roaring::RoaringTreemap;
 
 use super::equality::EqualityDeleteSet;
+use super::equality_union::EqualityUnion;
 use crate::cache_stats::{CacheCounters, CacheStats, moka_stats};
 
 /// Default capacity: about this many bytes of parsed deletes.
@@ -111,12 +113,16 @@ impl Ord for EqualityKey {
 /// which of its key columns the scan schema has (a missing one reads as null).
 pub(crate) type EqualityPositionsKey = ((String, u64), Vec<(EqualityKey, Vec<bool>)>);
 
+/// Equality groups joined into one index: their identities, sorted.
+pub(crate) type UnionKey = Arc<[EqualityKey]>;
+
 /// Parsed delete files shared by every scan of a process (module docs).
 #[derive(Debug, Clone)]
 pub struct DeleteCache {
     positions: Cache<PositionKey, Arc<PositionSource>>,
     equality: Cache<EqualityKey, Arc<EqualityDeleteSet>>,
     equality_positions: Cache<EqualityPositionsKey, Arc<RoaringTreemap>>,
+    unions: Cache<UnionKey, Arc<EqualityUnion>>,
     capacity_bytes: u64,
     position_lookups: CacheCounters,
     equality_lookups: CacheCounters,
@@ -152,6 +158,12 @@ impl DeleteCache {
                     },
                 )
                 .build(),
+            unions: Cache::builder()
+                .max_capacity(capacity_bytes / 4)
+                .weigher(|groups: &UnionKey, u: &Arc<EqualityUnion>| {
+                    weight(u.memory_size() + groups.len() * 8)
+                })
+                .build(),
             capacity_bytes,
             position_lookups: CacheCounters::default(),
             equality_lookups: CacheCounters::default(),
@@ -182,6 +194,7 @@ impl DeleteCache {
         self.positions.invalidate_all();
         self.equality.invalidate_all();
         self.equality_positions.invalidate_all();
+        self.unions.invalidate_all();
     }
 
     pub(crate) fn position_source(&self, key: &PositionKey) -> Option<Arc<PositionSource>> {
@@ -214,5 +227,14 @@ impl DeleteCache {
         positions: Arc<RoaringTreemap>,
     ) {
         self.equality_positions.insert(key, positions);
+    }
+
+    /// The union of equality groups `key`, when a scan joined them.
+    pub(crate) fn equality_union(&self, key: &UnionKey) -> Option<Arc<EqualityUnion>> {
+        self.unions.get(key)
+    }
+
+    pub(crate) fn insert_equality_union(&self, key: UnionKey, union: Arc<EqualityUnion>) {
+        self.unions.insert(key, union);
     }
 }

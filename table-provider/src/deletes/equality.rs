@@ -126,6 +126,17 @@ pub(crate) enum EqualityDeleteSet {
     },
 }
 
+/// One key of a set, as [`EqualityDeleteSet::for_each_key`] gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SetKey<'a> {
+    /// A single integer key.
+    Long(i64),
+    /// A null single integer key (deleted: nulls equal nulls).
+    Null,
+    /// Any other key, in arrow's row format over the canonical key types.
+    Row(&'a [u8]),
+}
+
 /// A set of 64-bit integer keys.
 #[derive(Debug)]
 pub(crate) enum LongKeys {
@@ -180,6 +191,23 @@ impl LongKeys {
         match self {
             LongKeys::Hashed(keys) => keys.allocation_size(),
             LongKeys::Dense { bits, .. } => bits.capacity() * std::mem::size_of::<u64>(),
+        }
+    }
+
+    /// Calls `each` with every key.
+    fn for_each(&self, mut each: impl FnMut(i64)) {
+        match self {
+            LongKeys::Hashed(keys) => keys.iter().for_each(|k| each(*k)),
+            LongKeys::Dense { min, bits, .. } => {
+                for (w, word) in bits.iter().enumerate() {
+                    let mut word = *word;
+                    while word != 0 {
+                        let bit = word.trailing_zeros() as u64;
+                        each(min.wrapping_add(((w as u64) << 6 | bit) as i64));
+                        word &= word - 1;
+                    }
+                }
+            }
         }
     }
 
@@ -299,6 +327,23 @@ impl EqualityDeleteSet {
                     + offsets.capacity() * std::mem::size_of::<usize>()
                     + table.allocation_size()
                     + converter.size()
+            }
+        }
+    }
+
+    /// Its keys, one by one (`equality_union` joins sets over the same key columns).
+    pub(crate) fn for_each_key(&self, mut each: impl FnMut(SetKey<'_>)) {
+        match self {
+            EqualityDeleteSet::Long { keys, null_deleted } => {
+                keys.for_each(|k| each(SetKey::Long(k)));
+                if *null_deleted {
+                    each(SetKey::Null);
+                }
+            }
+            EqualityDeleteSet::Rows { arena, offsets, .. } => {
+                for bounds in offsets.windows(2) {
+                    each(SetKey::Row(&arena[bounds[0]..bounds[1]]));
+                }
             }
         }
     }

@@ -12,7 +12,9 @@
 //! equality groups. Later scans find them ([`EqualityMode::Cached`]) and apply them like a
 //! deletion vector (with the file's positional deletes): no probe, no hashing
 //! (`equality_positions_cached` counts such files, `equality_positions_recorded` the files
-//! recorded). Anything else is probed per batch ([`EqualityMode::Probe`]).
+//! recorded). Anything else is probed per batch ([`EqualityMode::Probe`]): against each of
+//! its groups' sets, or, for groups over the same key columns that the scan has many of (a
+//! table upserted by many commits), against their union (`equality_union`), once per row.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -34,8 +36,11 @@ use parquet::file::metadata::ParquetMetaData;
 use roaring::RoaringTreemap;
 use tokio::sync::OnceCell;
 
-use super::cache::{DeleteCache, EqualityKey, EqualityPositionsKey, PositionKey, PositionSource};
+use super::cache::{
+    DeleteCache, EqualityKey, EqualityPositionsKey, PositionKey, PositionSource, UnionKey,
+};
 use super::equality::{EqualityDeleteSet, canonical_type, read_equality_keys};
+use super::equality_union::{EqualityUnion, MIN_UNION_GROUPS, Members};
 use super::position::{read_deletion_vector, read_position_delete_file};
 use super::position_filter::DeletedPositions;
 use crate::error::{Error, Result};
@@ -80,6 +85,7 @@ struct DeleteMetrics {
     rows_deleted_by_position: Count,
     rows_deleted_by_equality: Count,
     equality_keys: Count,
+    equality_groups_joined: Count,
     equality_positions_cached: Count,
     equality_positions_recorded: Count,
     files_without_keys: Count,
@@ -98,6 +104,7 @@ impl DeleteMetrics {
             rows_deleted_by_position: counter("rows_deleted_by_position"),
             rows_deleted_by_equality: counter("rows_deleted_by_equality"),
             equality_keys: counter("equality_delete_keys"),
+            equality_groups_joined: counter("equality_groups_joined"),
             equality_positions_cached: counter("equality_positions_cached"),
             equality_positions_recorded: counter("equality_positions_recorded"),
             files_without_keys: counter("files_read_without_equality_keys"),
@@ -118,11 +125,74 @@ fn source_key(d: &DeleteFileRef) -> Option<SourceKey> {
     }
 }
 
-/// The equality-delete sets of a scan, one per [`EqualityGroup`], and their memory.
+/// The equality-delete sets of a scan, one per [`EqualityGroup`], the unions of groups over
+/// the same key columns, and their memory.
 #[derive(Debug)]
 pub(crate) struct EqualitySets {
     sets: Vec<Arc<EqualityDeleteSet>>,
+    unions: Vec<Arc<EqualityUnion>>,
+    /// Per group, its union and member number in it (`None`: probed on its own).
+    places: Vec<Option<(usize, u32)>>,
+    /// Per data file, how its groups are probed (decided at its first batch).
+    probes: Vec<std::sync::OnceLock<FileProbe>>,
     _reservation: Option<MemoryReservation>,
+}
+
+/// How one data file's equality groups are probed.
+#[derive(Debug, Default)]
+struct FileProbe {
+    /// Groups probed on their own.
+    alone: Vec<usize>,
+    /// Unions (with one of the file's groups in each, whose key columns they take) and which
+    /// of their members apply to the file.
+    unions: Vec<(usize, usize, Members)>,
+}
+
+impl EqualitySets {
+    /// How data file `file`, whose groups are `groups`, is probed.
+    fn probe_of(&self, file: usize, groups: &[usize]) -> Option<&FileProbe> {
+        let cell = self.probes.get(file)?;
+        Some(cell.get_or_init(|| {
+            let mut probe = FileProbe::default();
+            // Per union: a group of the file in it, and its members applying.
+            let mut joined: Vec<(usize, usize, Vec<u64>, usize)> = Vec::new();
+            for &group in groups {
+                let Some((union, member)) = self.places.get(group).copied().flatten() else {
+                    probe.alone.push(group);
+                    continue;
+                };
+                let at = match joined.iter().position(|(u, ..)| *u == union) {
+                    Some(at) => at,
+                    None => {
+                        let words = self.unions[union].member_count().div_ceil(64);
+                        joined.push((union, group, vec![0; words], 0));
+                        joined.len() - 1
+                    }
+                };
+                let (_, _, bits, count) = &mut joined[at];
+                let (word, bit) = ((member >> 6) as usize, member & 63);
+                if let Some(w) = bits.get_mut(word)
+                    && (*w >> bit) & 1 == 0
+                {
+                    *w |= 1 << bit;
+                    *count += 1;
+                }
+            }
+            for (union, group, bits, count) in joined {
+                if count < 2 {
+                    // One group of the union applies: its own set answers alone.
+                    probe.alone.extend(groups.iter().copied().filter(|g| {
+                        self.places.get(*g).copied().flatten().map(|(u, _)| u) == Some(union)
+                    }));
+                } else if count == self.unions[union].member_count() {
+                    probe.unions.push((union, group, Members::All));
+                } else {
+                    probe.unions.push((union, group, Members::Some(bits)));
+                }
+            }
+            probe
+        }))
+    }
 }
 
 /// How the equality deletes of one data file are applied in a scan (module docs).
@@ -667,10 +737,84 @@ impl MergeOnRead {
             self.metrics.equality_keys.add(set.len());
             sets.push(set);
         }
+        let (unions, places) = self.join_groups(&sets)?;
+        self.metrics
+            .equality_groups_joined
+            .add(places.iter().flatten().count());
+        if let Some(reservation) = reservation.as_mut() {
+            let bytes = unions.iter().map(|u| u.memory_size()).sum();
+            reservation.try_grow(bytes).map_err(|e| {
+                Error::DataFusion(DataFusionError::ResourcesExhausted(format!(
+                    "table {table}: the joined equality-delete keys of {} groups need {bytes} \
+                     bytes, over the query's memory limit ({e})",
+                    places.iter().flatten().count(),
+                )))
+            })?;
+        }
         Ok(EqualitySets {
             sets,
+            unions,
+            places,
+            probes: self
+                .files
+                .iter()
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
             _reservation: reservation,
         })
+    }
+
+    /// The unions of groups over the same key columns (as the scan reads them) that the scan
+    /// has at least [`MIN_UNION_GROUPS`] of, from the delete cache or joined from `sets` (one
+    /// per group); and each group's place in them.
+    #[allow(clippy::type_complexity)]
+    fn join_groups(
+        &self,
+        sets: &[Arc<EqualityDeleteSet>],
+    ) -> Result<(Vec<Arc<EqualityUnion>>, Vec<Option<(usize, u32)>>)> {
+        let mut places = vec![None; self.groups.len()];
+        if self.groups.len() < MIN_UNION_GROUPS {
+            return Ok((Vec::new(), places));
+        }
+        let keys = self.group_keys()?;
+        let mut classes: HashMap<(&[i32], &[(Option<usize>, DataType)]), Vec<usize>> =
+            HashMap::new();
+        for (group, (g, columns)) in self.groups.iter().zip(&self.key_columns).enumerate() {
+            classes
+                .entry((g.field_ids.as_slice(), columns.as_slice()))
+                .or_default()
+                .push(group);
+        }
+        let mut unions = Vec::new();
+        for ((_, columns), groups) in classes {
+            if groups.len() < MIN_UNION_GROUPS {
+                continue;
+            }
+            let mut members: Vec<(EqualityKey, Arc<EqualityDeleteSet>)> = groups
+                .iter()
+                .filter_map(|g| Some((keys.get(*g)?.clone(), Arc::clone(sets.get(*g)?))))
+                .collect();
+            members.sort_by(|a, b| a.0.cmp(&b.0));
+            members.dedup_by(|a, b| a.0 == b.0);
+            let union_key: UnionKey = members.iter().map(|(k, _)| k.clone()).collect();
+            let union = match self.cache.equality_union(&union_key) {
+                Some(union) => union,
+                None => {
+                    let types: Vec<DataType> = columns.iter().map(|(_, t)| t.clone()).collect();
+                    let union = Arc::new(EqualityUnion::build(&members, &types)?);
+                    self.cache
+                        .insert_equality_union(union_key, Arc::clone(&union));
+                    union
+                }
+            };
+            for g in groups {
+                if let Some(member) = keys.get(g).and_then(|k| union.member_of(k)) {
+                    places[g] = Some((unions.len(), member));
+                }
+            }
+            unions.push(union);
+        }
+        Ok((unions, places))
     }
 
     /// Removes the rows of `batch` that equality deletes delete, then keeps `output` columns.
@@ -757,9 +901,12 @@ impl MergeOnRead {
         let Some(f) = self.files.get(file as usize) else {
             return Ok(None);
         };
-        let mut deleted: Option<BooleanBuffer> = None;
-        for &group in &f.equality_groups {
-            let keys = self.key_columns[group]
+        let Some(probe) = sets.probe_of(file as usize, &f.equality_groups) else {
+            return Ok(None);
+        };
+        // The key columns of `group`, in its canonical types.
+        let keys_of = |group: usize| {
+            self.key_columns[group]
                 .iter()
                 .map(|(col, ty)| -> DFResult<ArrayRef> {
                     Ok(match col {
@@ -774,12 +921,20 @@ impl MergeOnRead {
                         None => new_null_array(ty, batch.num_rows()),
                     })
                 })
-                .collect::<DFResult<Vec<_>>>()?;
-            let mask = sets.sets[group].deleted(&keys)?;
-            deleted = Some(match deleted {
+                .collect::<DFResult<Vec<_>>>()
+        };
+        let mut deleted: Option<BooleanBuffer> = None;
+        let mut add = |mask: BooleanBuffer| {
+            deleted = Some(match deleted.take() {
                 Some(previous) => &previous | &mask,
                 None => mask,
             });
+        };
+        for &group in &probe.alone {
+            add(sets.sets[group].deleted(&keys_of(group)?)?);
+        }
+        for (union, group, members) in &probe.unions {
+            add(sets.unions[*union].deleted(&keys_of(*group)?, members)?);
         }
         Ok(deleted)
     }

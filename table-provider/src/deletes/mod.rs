@@ -6,6 +6,8 @@
 //! - `position_filter`: a data file's deleted positions → a Parquet access plan skipping long
 //!   deleted runs, and a keep-mask filter for the scattered rest.
 //! - `equality`: equality-delete key sets, read with only the key columns, probed per batch.
+//! - `equality_union`: many equality groups over the same key columns joined into one index
+//!   (tables upserted by many commits), probed once per row.
 //! - [`DeleteCache`]: parsed delete files shared by the scans of a process.
 //! - [`MergeOnRead`] (execution): loads each delete file once per scan, shares the result
 //!   across partitions, reserves set memory, filters batches by equality deletes.
@@ -13,6 +15,7 @@
 mod cache;
 mod equality;
 mod equality_bounds;
+mod equality_union;
 mod index;
 mod merge_on_read;
 mod position;

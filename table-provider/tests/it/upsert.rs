@@ -19,6 +19,7 @@ use std::time::Instant;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use common::{duckdb_rows, query, result_rows, rows_json, run_ddl, session, spark_script};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
 use petrel_table_provider::{Catalog, FileSystemCatalog, Namespace, SqlCatalog, TableIdent};
 use serde_json::{Value, json};
@@ -410,6 +411,58 @@ async fn changelogs_end_equal_to_the_model_in_petrel_spark_and_duckdb() {
             "{}: {summary:?}",
             case.table
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_upserts_probe_their_groups_joined_with_the_models_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_warehouse, catalog) = common::warehouse_with_db(dir.path()).await;
+    let ctx = ordered_session(vec![("iceberg", catalog as Arc<dyn Catalog>)]).await;
+    // A long key on an unpartitioned table; a composite key on a table partitioned by one of
+    // its columns, whose groups apply each to its own partition's files only.
+    for (name, key, partitioned_by, composite) in [
+        ("ids", "id", "", false),
+        ("pairs", "id, region", "region", true),
+    ] {
+        let table = format!("iceberg.db.{name}");
+        run_ddl(&ctx, &create_sql(&table, key, partitioned_by, 2, true)).await;
+        let mut case = Case::new(&table, composite, 50);
+        let mut rng = Rng(0x5eed_0000 + name.len() as u64);
+        let mut joined_at = Vec::new();
+        for _ in 0..8 {
+            insert_batch(&ctx, &table, case.batch(&mut rng, 20)).await;
+            let want = case.model_rows();
+            // Filtered: every batch probed against the sets.
+            let filtered = format!("SELECT id, region, name, v FROM {table} WHERE v >= 0");
+            let (plan, batches) = common::run_plan(&ctx, &filtered).await;
+            let mut rows: Vec<String> = rows_json(&batches, &[])
+                .into_iter()
+                .map(|r| Value::Array(r).to_string())
+                .collect();
+            rows.sort();
+            assert_eq!(rows, want, "{filtered}");
+            let metrics = common::find_scan(&plan)
+                .and_then(|scan| scan.metrics())
+                .expect("scan metrics");
+            let count = |name: &str| metrics.sum_by_name(name).map_or(0, |v| v.as_usize());
+            // Each upsert commits one group per partition it writes (one file each); the
+            // scan joins them once it has four (the oldest commit's applies to no file).
+            let groups = count("delete_files_equality");
+            let joined = count("equality_groups_joined");
+            assert_eq!(
+                joined,
+                if groups >= 4 { groups } else { 0 },
+                "{groups} groups"
+            );
+            joined_at.push(joined);
+            // Unfiltered: probed while the positions are recorded, then from them.
+            for _ in 0..2 {
+                assert_eq!(petrel_rows(&ctx, &table).await, want, "{table}");
+            }
+        }
+        let last = if composite { 21 } else { 7 };
+        assert_eq!(joined_at.last(), Some(&last), "{table}: {joined_at:?}");
     }
 }
 

@@ -8,6 +8,8 @@ use clap::Parser;
 use petrel_server::config::{Cli, Command, ServeArgs};
 
 fn main() -> ExitCode {
+    // Before any Avro schema is parsed (manifests, manifest lists).
+    petrel_table_provider::spec::avro_names::install();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::HashPassword { password }) => {

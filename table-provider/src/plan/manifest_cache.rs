@@ -113,6 +113,8 @@ pub(crate) fn list_size(l: &ManifestList) -> usize {
 impl ManifestCache {
     /// A cache holding about `capacity_bytes` of manifest files (0 disables caching).
     pub fn new(capacity_bytes: u64) -> Self {
+        // Before any manifest is parsed: Avro name checks without regular expressions.
+        crate::spec::avro_names::install();
         Self {
             manifests: Cache::builder()
                 .max_capacity(capacity_bytes)

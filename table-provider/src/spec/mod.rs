@@ -2,6 +2,7 @@
 //! Iceberg values as DataFusion scalars.
 
 mod arrow_types;
+pub mod avro_names;
 mod snapshot;
 mod values;
 

@@ -86,17 +86,19 @@ impl EqualityUnion {
     ) -> Result<Self> {
         let members = groups.iter().map(|(key, _)| key.clone()).collect();
         let long = key_types == [DataType::Int64];
-        let mut lists: Vec<Vec<u32>> = Vec::new();
+        // Each (key number, member) pair, member after member; grouped by key below.
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        let mut distinct: u32 = 0;
         let mut longs: HashMap<i64, u32> = HashMap::new();
         let mut null: Option<u32> = None;
         let mut rows: HashMap<Box<[u8]>, u32> = HashMap::new();
         let mut mismatch = false;
+        let too_many = || Error::InvalidArgument("more than 4 billion equality-delete keys".into());
         for (member, (_, set)) in groups.iter().enumerate() {
-            let member = u32::try_from(member).map_err(|_| {
-                Error::InvalidArgument("more than 4 billion equality groups".into())
-            })?;
+            let member = u32::try_from(member).map_err(|_| too_many())?;
+            let mut overflow = false;
             set.for_each_key(|key| {
-                let next = lists.len() as u32;
+                let next = distinct;
                 let number = match key {
                     SetKey::Long(k) if long => *longs.entry(k).or_insert(next),
                     SetKey::Null if long => *null.get_or_insert(next),
@@ -113,16 +115,23 @@ impl EqualityUnion {
                     }
                 };
                 if number == next {
-                    lists.push(Vec::new());
+                    match distinct.checked_add(1) {
+                        Some(more) => distinct = more,
+                        None => overflow = true,
+                    }
                 }
-                lists[number as usize].push(member);
+                pairs.push((number, member));
             });
+            if overflow {
+                return Err(too_many());
+            }
         }
         if mismatch {
             return Err(Error::InvalidArgument(format!(
                 "equality delete keys of types {key_types:?} do not match their sets"
             )));
         }
+        u32::try_from(pairs.len()).map_err(|_| too_many())?;
         let index = if long {
             longs.shrink_to_fit();
             UnionIndex::Long { keys: longs, null }
@@ -137,17 +146,22 @@ impl EqualityUnion {
                 keys: rows,
             }
         };
-        let mut starts = Vec::with_capacity(lists.len() + 1);
-        let mut holders = Vec::with_capacity(lists.iter().map(Vec::len).sum());
-        for list in lists {
-            starts.push(u32::try_from(holders.len()).map_err(|_| {
-                Error::InvalidArgument("more than 4 billion equality-delete keys".into())
-            })?);
-            holders.extend(list);
+        // Grouped by key number with a counting sort (no list per key), each key's members
+        // left in member order.
+        let mut starts = vec![0u32; distinct as usize + 1];
+        for (number, _) in &pairs {
+            starts[*number as usize + 1] += 1;
         }
-        starts.push(u32::try_from(holders.len()).map_err(|_| {
-            Error::InvalidArgument("more than 4 billion equality-delete keys".into())
-        })?);
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut next_slot: Vec<u32> = starts[..distinct as usize].to_vec();
+        let mut holders = vec![0u32; pairs.len()];
+        for (number, member) in pairs {
+            let slot = &mut next_slot[number as usize];
+            holders[*slot as usize] = member;
+            *slot += 1;
+        }
         Ok(Self {
             members,
             index,

@@ -67,6 +67,22 @@ pub(crate) enum Members {
 }
 
 impl Members {
+    /// `members` of a union of `count` members: [`Members::All`] when they are all of them.
+    pub(crate) fn of(count: usize, members: impl Iterator<Item = u32>) -> Self {
+        let mut bits = vec![0u64; count.div_ceil(64)];
+        for member in members {
+            if let Some(word) = bits.get_mut((member >> 6) as usize) {
+                *word |= 1 << (member & 63);
+            }
+        }
+        let applying: usize = bits.iter().map(|w| w.count_ones() as usize).sum();
+        if applying == count {
+            Members::All
+        } else {
+            Members::Some(bits)
+        }
+    }
+
     fn has(&self, member: u32) -> bool {
         match self {
             Members::All => true,
@@ -281,12 +297,9 @@ mod tests {
         (union, members)
     }
 
-    fn only(members: &[u32]) -> Members {
-        let mut bits = vec![0u64; 1];
-        for m in members {
-            bits[(*m >> 6) as usize] |= 1 << (m & 63);
-        }
-        Members::Some(bits)
+    /// The members `members` of `union`.
+    fn only(union: &EqualityUnion, members: &[u32]) -> Members {
+        Members::of(union.member_count(), members.iter().copied())
     }
 
     fn probe(union: &EqualityUnion, keys: Vec<ArrayRef>, applying: &Members) -> Vec<bool> {
@@ -322,22 +335,22 @@ mod tests {
             [true, true, true, true, true, false]
         );
         assert_eq!(
-            probe(&union, vec![rows()], &only(&[m[1]])),
+            probe(&union, vec![rows()], &only(&union, &[m[1]])),
             [false, true, true, false, false, false]
         );
         assert_eq!(
-            probe(&union, vec![rows()], &only(&[m[0], m[2]])),
+            probe(&union, vec![rows()], &only(&union, &[m[0], m[2]])),
             [true, true, false, true, true, false]
         );
-        assert_eq!(probe(&union, vec![rows()], &only(&[])), [false; 6]);
+        assert_eq!(probe(&union, vec![rows()], &only(&union, &[])), [false; 6]);
         // A key column missing from the scan reads as nulls.
         let nulls: ArrayRef = Arc::new(NullArray::new(2));
         assert_eq!(
-            probe(&union, vec![Arc::clone(&nulls)], &only(&[m[0]])),
+            probe(&union, vec![Arc::clone(&nulls)], &only(&union, &[m[0]])),
             [true, true]
         );
         assert_eq!(
-            probe(&union, vec![nulls], &only(&[m[1], m[2]])),
+            probe(&union, vec![nulls], &only(&union, &[m[1], m[2]])),
             [false, false]
         );
     }
@@ -364,11 +377,11 @@ mod tests {
             [true, true, true, false]
         );
         assert_eq!(
-            probe(&union, rows(), &only(&[m[0]])),
+            probe(&union, rows(), &only(&union, &[m[0]])),
             [true, false, false, false]
         );
         assert_eq!(
-            probe(&union, rows(), &only(&[m[1]])),
+            probe(&union, rows(), &only(&union, &[m[1]])),
             [false, true, true, false]
         );
     }

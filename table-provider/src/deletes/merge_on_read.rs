@@ -154,40 +154,30 @@ impl EqualitySets {
         let cell = self.probes.get(file)?;
         Some(cell.get_or_init(|| {
             let mut probe = FileProbe::default();
-            // Per union: a group of the file in it, and its members applying.
-            let mut joined: Vec<(usize, usize, Vec<u64>, usize)> = Vec::new();
+            // The file's groups in each union.
+            let mut joined: Vec<(usize, Vec<usize>)> = Vec::new();
             for &group in groups {
-                let Some((union, member)) = self.places.get(group).copied().flatten() else {
-                    probe.alone.push(group);
-                    continue;
-                };
-                let at = match joined.iter().position(|(u, ..)| *u == union) {
-                    Some(at) => at,
-                    None => {
-                        let words = self.unions[union].member_count().div_ceil(64);
-                        joined.push((union, group, vec![0; words], 0));
-                        joined.len() - 1
-                    }
-                };
-                let (_, _, bits, count) = &mut joined[at];
-                let (word, bit) = ((member >> 6) as usize, member & 63);
-                if let Some(w) = bits.get_mut(word)
-                    && (*w >> bit) & 1 == 0
-                {
-                    *w |= 1 << bit;
-                    *count += 1;
+                match self.places.get(group).copied().flatten() {
+                    None => probe.alone.push(group),
+                    Some((union, _)) => match joined.iter_mut().find(|(u, _)| *u == union) {
+                        Some((_, in_union)) => in_union.push(group),
+                        None => joined.push((union, vec![group])),
+                    },
                 }
             }
-            for (union, group, bits, count) in joined {
-                if count < 2 {
+            for (union, in_union) in joined {
+                match in_union.as_slice() {
                     // One group of the union applies: its own set answers alone.
-                    probe.alone.extend(groups.iter().copied().filter(|g| {
-                        self.places.get(*g).copied().flatten().map(|(u, _)| u) == Some(union)
-                    }));
-                } else if count == self.unions[union].member_count() {
-                    probe.unions.push((union, group, Members::All));
-                } else {
-                    probe.unions.push((union, group, Members::Some(bits)));
+                    [only] => probe.alone.push(*only),
+                    [first, ..] => {
+                        let members = in_union
+                            .iter()
+                            .filter_map(|g| self.places.get(*g).copied().flatten())
+                            .map(|(_, member)| member);
+                        let applying = Members::of(self.unions[union].member_count(), members);
+                        probe.unions.push((union, *first, applying));
+                    }
+                    [] => {}
                 }
             }
             probe

@@ -155,6 +155,11 @@ impl Mask {
             fingerprint,
         })
     }
+
+    /// The deleted positions.
+    pub(crate) fn positions(&self) -> &DeletedPositions {
+        &self.positions
+    }
 }
 
 impl PartialEq for Mask {
@@ -360,7 +365,7 @@ impl CachedScan {
         batch_rows: usize,
     ) -> Option<(Vec<RecordBatch>, usize)> {
         let reader = self.file_reader(config)?;
-        let keys = reader.keys(file, batch_rows, Some(mask));
+        let keys = reader.keys(&reader.location(file), file, batch_rows, Some(mask));
         let found = cached_columns(&reader.columns, &keys)?;
         let batches = reader.batches(&found)?;
         self.cache.lookups.record(true);
@@ -387,7 +392,7 @@ impl CachedScan {
         };
         let recording = Recording {
             columns: reader.columns.clone(),
-            keys: reader.keys(file, batch_rows, Some(mask)),
+            keys: reader.keys(&reader.location(file), file, batch_rows, Some(mask)),
             chunks: Vec::new(),
             bytes: 0,
             max_bytes: reader.max_file_bytes,
@@ -469,21 +474,21 @@ struct FileReader {
 }
 
 impl FileReader {
-    /// The keys of `file`'s columns, read in batches of `batch_rows` rows, with `mask`'s
-    /// positions deleted.
+    /// The keys of `file`'s columns (at `location`: [`FileReader::location`]), read in
+    /// batches of `batch_rows` rows, with `mask`'s positions deleted.
     fn keys(
         &self,
+        location: &Arc<str>,
         file: &PartitionedFile,
         batch_rows: usize,
         mask: Option<&Arc<Mask>>,
     ) -> Vec<ColumnKey> {
-        let location = self.location(file);
         self.field_ids
             .iter()
             .zip(self.schema.fields())
             .map(|(id, field)| ColumnKey {
                 source: Arc::clone(&self.scan.source),
-                file: Arc::clone(&location),
+                file: Arc::clone(location),
                 size: file.object_meta.size,
                 range: file.range.as_ref().map(|r| (r.start, r.end)),
                 batch_rows,
@@ -501,8 +506,8 @@ impl FileReader {
 
     /// Looks `file` up (and counts it as served from the cache or read).
     fn plan(&self, file: &PartitionedFile, batch_rows: usize) -> FilePlan {
-        let keys = self.keys(file, batch_rows, None);
         let location = self.location(file);
+        let keys = self.keys(&location, file, batch_rows, None);
         let lookups = &self.scan.cache.lookups;
         let cached = cached_columns(&self.columns, &keys).and_then(|found| self.batches(&found));
         if let Some(batches) = lookups.observe(cached) {

@@ -361,10 +361,11 @@ async fn open_run(
     // already masked, when a scan with the same deleted positions kept them so.
     let whole = spec.columns.as_ref().filter(|_| record.is_none());
     let batch_rows = ctx.session_config().batch_size();
-    let mask = whole.map(|_| Mask::new(deleted.clone()));
-    if let (Some(columns), Some(mask)) = (whole, &mask)
+    let mask = Mask::new(deleted);
+    let deleted = mask.positions();
+    if let Some(columns) = whole
         && let Some((batches, removed)) =
-            columns.masked_batches(&spec.unfiltered, &file, mask, batch_rows)
+            columns.masked_batches(&spec.unfiltered, &file, &mask, batch_rows)
     {
         merge.record_removed_in(index, removed);
         return Ok(futures::stream::iter(batches.into_iter().map(Ok)).boxed());
@@ -380,14 +381,14 @@ async fn open_run(
             .iter()
             .map(|a| a.should_scan())
             .collect();
-        let plan = whole_groups_plan(&deleted, &row_group_rows(&metadata), &read);
+        let plan = whole_groups_plan(deleted, &row_group_rows(&metadata), &read);
         let stream = masked(read_whole.batches, PositionFilter::new(&plan), merge, index);
         // Masked from cached columns (the file is read often): kept masked as well.
-        return Ok(match (read_whole.cached_rows, &mask) {
-            (Some(rows), Some(mask)) => {
-                columns.keep_masked(&spec.unfiltered, &file, mask, rows, stream, batch_rows)
+        return Ok(match read_whole.cached_rows {
+            Some(rows) => {
+                columns.keep_masked(&spec.unfiltered, &file, &mask, rows, stream, batch_rows)
             }
-            _ => stream,
+            None => stream,
         });
     }
     let object_path = file.object_meta.location.as_ref();
@@ -428,7 +429,7 @@ async fn open_run(
         .map(|(access, &rows)| GroupRead::of_access(access, rows))
         .collect();
     let scanned: Vec<bool> = reads.iter().map(|r| *r != GroupRead::Skip).collect();
-    let plan = positional_plan_of(&deleted, &rows, &reads);
+    let plan = positional_plan_of(deleted, &rows, &reads);
     merge.record_removed_in(index, plan.skipped_deleted as usize);
 
     let mut file = file;

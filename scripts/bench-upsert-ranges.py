@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Scans of upserted tables whose data files hold key ranges, for one or more Petrel binaries.
 
-    scripts/bench-upsert-ranges.py BINARY [BINARY...] [--rounds N] [--rows N] [--commits N] [--warehouse DIR]
+    scripts/bench-upsert-ranges.py BINARY [BINARY...] [--rounds N] [--rows N] [--commits N]
+        [--after-commits N] [--warehouse DIR]
 
 Tables (made once in the warehouse with the first binary, kept for later runs; all four hold the
 same 5,000,000 rows `id, a = id % 1000, price = id * 0.01, s`, loaded by 10 INSERTs of 500,000
@@ -24,6 +25,14 @@ For each binary, each round starts a fresh server (`serve --warehouse`), runs `S
 cached, as after a commit) and 5 times more (repeated: median). Binaries alternate in order per
 round. Prints the medians over rounds and each figure ÷ the same binary's `plain`; every answer
 is checked against the rows' formulas.
+
+Then the first query after a commit in a running server (`--after-commits`, 3; 0 skips it):
+for each binary, each round copies the warehouse, starts a server over the copy, and per table
+runs the query 4 times (the table's files, deletes and positions then cached as a dashboard's
+repeated query finds them), then `--after-commits` times: a commit of 20 rows (an upsert of 20
+existing ids spread over the range into the keyed tables, an append of 20 new ids to `plain`),
+the query once (timed: "after a commit"), and 3 times more (repeated: median). Prints the
+medians over rounds and commits, and "after a commit" ÷ repeated.
 
 Needs `adbc-driver-flightsql` and pyarrow (`scripts/setup-spark.sh`'s virtualenv has both).
 """
@@ -85,10 +94,12 @@ def upsert_ids(table, rows, commits):
     return [[0, rows - 1] + list(range(rows, rows + rows // 5000))]
 
 
-def expected(table, rows, commits):
-    """count(*), sum(price), sum(a) of `table` by the rows' formulas."""
+def expected(table, rows, commits, more=()):
+    """count(*), sum(price), sum(a) of `table` by the rows' formulas, with the ids `more`
+    upserted (or, in `plain`, appended: new ids) since it was made."""
     ids = set(range(rows))
     replaced = set().union(*upsert_ids(table, rows, commits)) if table != "plain" else set()
+    replaced |= set(more)
     kept = ids - replaced
     count = len(kept) + len(replaced)
     price = sum(i * 0.01 for i in kept) + len(replaced) * 1.0
@@ -120,10 +131,70 @@ def setup(binary, warehouse, rows, commits, tables):
         stop(server, work)
 
 
-def check(table, got, rows, commits):
-    count, price, a = expected(table, rows, commits)
+def check(table, got, rows, commits, more=()):
+    """`got` against `table`'s rows, with the ids `more` replaced or added since it was made."""
+    count, price, a = expected(table, rows, commits, more)
     if got[0] != count or got[2] != a or abs(got[1] - price) > 1e-6 * abs(price):
         sys.exit(f"{table}: got {got}, want ({count}, {price}, {a})")
+
+
+def commit_ids(table, rows, commit):
+    """The 20 ids of the `commit`-th commit after the tables were made: new ids appended to
+    `plain`, existing ids spread over the range upserted into the others."""
+    if table == "plain":
+        return list(range(rows + commit * COMMIT_KEYS, rows + (commit + 1) * COMMIT_KEYS))
+    return sorted({(commit * 7919 + k * 249_989 + 17) % rows for k in range(COMMIT_KEYS)})
+
+
+def after_commits(binaries, warehouse, rounds, rows, commits, count):
+    """First query after each of `count` commits in a running server, and repeated (module docs)."""
+    after = {(b, t): [] for b in binaries for t in TABLES}
+    repeated = {(b, t): [] for b in binaries for t in TABLES}
+    for round_ in range(rounds):
+        order = binaries if round_ % 2 == 0 else binaries[::-1]
+        for binary in order:
+            copy = tempfile.mkdtemp(prefix="petrel-bench-warehouse-")
+            shutil.rmtree(copy)
+            shutil.copytree(warehouse, copy)
+            server, uri, work = start(binary, copy)
+            try:
+                with flightsql.connect(uri) as conn, conn.cursor() as cur:
+                    for table in TABLES:
+                        more = set()
+                        for _ in range(4):
+                            cur.execute(QUERY.format(table))
+                            check(table, cur.fetchone(), rows, commits)
+                        for commit in range(count):
+                            ids = commit_ids(table, rows, commit)
+                            more |= set(ids)
+                            data = pa.table({"id": pa.array(ids, pa.int64()),
+                                             "a": pa.array([7] * len(ids), pa.int64()),
+                                             "price": pa.array([1.0] * len(ids)),
+                                             "s": pa.array(["u"] * len(ids))})
+                            options = {} if table == "plain" else {"upsert": "true"}
+                            do_put_ingest(uri, statement_ingest(table, "db", "iceberg", options), data)
+                            samples = []
+                            for _ in range(4):
+                                t = time.perf_counter()
+                                cur.execute(QUERY.format(table))
+                                got = cur.fetchone()
+                                samples.append((time.perf_counter() - t) * 1000)
+                                check(table, got, rows, commits, more)
+                            after[(binary, table)].append(samples[0])
+                            repeated[(binary, table)].append(statistics.median(samples[1:]))
+            finally:
+                stop(server, work)
+                shutil.rmtree(copy, ignore_errors=True)
+    load = os.getloadavg()[0]
+    print(f"\n# First query after a commit, in a running server — {count} commits per table, {rounds} rounds, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load average {load:.1f}\n")
+    print("| binary | table | after a commit ms | repeated ms | after ÷ repeated |")
+    print("|---|---|---:|---:|---:|")
+    for binary in binaries:
+        for table in TABLES:
+            f = statistics.median(after[(binary, table)])
+            r = statistics.median(repeated[(binary, table)])
+            print(f"| {binary} | {table} | {f:.1f} | {r:.1f} | {f / r:.2f} |")
 
 
 def main():
@@ -132,6 +203,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--rows", type=int, default=5_000_000)
     parser.add_argument("--commits", type=int, default=300, help="upsert commits of the `commits` table")
+    parser.add_argument("--after-commits", type=int, default=3,
+                        help="commits per table in the after-a-commit part (0: skip it)")
+    parser.add_argument("--skip-fresh", action="store_true",
+                        help="skip the fresh-server part (first and repeated queries)")
     parser.add_argument("--warehouse", default=os.path.expanduser("~/.cache/petrel/bench-upsert-ranges"))
     args = parser.parse_args()
     marker = os.path.join(args.warehouse, "bench-rows")
@@ -157,6 +232,14 @@ def main():
         setup(args.binaries[0], args.warehouse, args.rows, args.commits, ("commits",))
         with open(commits_marker, "w") as f:
             f.write(str(args.commits))
+    if not args.skip_fresh:
+        fresh_servers(args)
+    if args.after_commits > 0:
+        after_commits(args.binaries, args.warehouse, args.rounds, args.rows, args.commits, args.after_commits)
+
+
+def fresh_servers(args):
+    """First and repeated queries in fresh servers (module docs)."""
     first = {(b, t): [] for b in args.binaries for t in TABLES}
     repeated = {(b, t): [] for b in args.binaries for t in TABLES}
     for round_ in range(args.rounds):

@@ -49,7 +49,8 @@ use iceberg::spec::{NameMapping, Transform};
 use crate::catalog::{Catalog, LoadedTable, RefKind};
 use crate::commit::TableReplacement;
 use crate::deletes::{
-    EqualityGroup, FileDeletes, MergeOnRead, cached_equality_positions, equality_keys, key_type,
+    EqualityGroup, EqualityLayout, FileDeletes, MergeOnRead, cached_equality_positions,
+    equality_keys, extend_equality_positions, key_type,
 };
 use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
@@ -639,19 +640,50 @@ impl IcebergTableProvider {
         // scan reads neither their key columns nor probes their sets.
         // Each group's cache identity, resolved once for the lookup here and the scan's own.
         let group_keys = equality_keys(self.table.io(), &deletes.groups).ok();
-        let cached_equality = group_keys
-            .as_deref()
-            .filter(|_| !positional && !deletes.groups.is_empty())
-            .and_then(|keys| {
-                cached_equality_positions(
-                    self.planner.delete_cache(),
-                    self.table.io(),
-                    &table_name,
-                    &deletes.files,
-                    keys,
-                    &deletes.key_columns,
-                )
-            });
+        let cached = |deletes: &MergeLayout| {
+            group_keys
+                .as_deref()
+                .filter(|_| !positional && !deletes.groups.is_empty())
+                .and_then(|keys| {
+                    cached_equality_positions(
+                        self.planner.delete_cache(),
+                        self.table.io(),
+                        &table_name,
+                        &deletes.files,
+                        keys,
+                        &deletes.key_columns,
+                    )
+                })
+        };
+        let mut cached_equality = cached(&deletes);
+        // Positions recorded before the last commits added groups: extended by those groups.
+        let mut extended = 0;
+        if cached_equality.is_none()
+            && whole_files
+            && !positional
+            && let Some(keys) = group_keys.as_deref()
+            && !deletes.groups.is_empty()
+        {
+            let layout = EqualityLayout {
+                files: &deletes.files,
+                groups: &deletes.groups,
+                group_keys: keys,
+                key_columns: &deletes.key_columns,
+            };
+            let runtime = state.runtime_env();
+            extended = extend_equality_positions(
+                self.planner.delete_cache(),
+                self.table.io(),
+                &table_name,
+                layout,
+                runtime.cache_manager.get_file_metadata_cache(),
+                &runtime.memory_pool,
+            )
+            .await?;
+            if extended > 0 {
+                cached_equality = cached(&deletes);
+            }
+        }
         let equality_files: usize = deletes.groups.iter().map(|g| g.files.len()).sum();
         if cached_equality.is_some() {
             deletes = deletes.without_equality(projection.len());
@@ -868,7 +900,7 @@ impl IcebergTableProvider {
                 merge
             };
             let merge = match (cached_equality, group_keys) {
-                (Some(cached), _) => merge.with_cached_equality(cached, equality_files),
+                (Some(cached), _) => merge.with_cached_equality(cached, equality_files, extended),
                 (None, Some(keys)) => merge.with_group_keys(keys),
                 (None, None) => merge,
             };

@@ -12,7 +12,10 @@
 //! (a bitmap, like a deletion vector), keyed by the data file and the groups: later scans apply
 //! them as positional deletes, without probing the sets (`deletes::merge_on_read`). This part
 //! holds up to a quarter of the capacity more, and so do equality groups joined into one index
-//! (`deletes::equality_union`), keyed by their groups.
+//! (`deletes::equality_union`), keyed by their groups. Each data file's latest recorded
+//! positions are also found by the data file alone ([`DeleteCache::latest_equality_positions`]):
+//! after a commit adds groups to a file, its positions are extended by the new groups only
+//! (`deletes::equality_extension`).
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -116,12 +119,22 @@ pub(crate) type EqualityPositionsKey = ((String, u64), Vec<(EqualityKey, Vec<boo
 /// Equality groups joined into one index: their identities, sorted.
 pub(crate) type UnionKey = Arc<[EqualityKey]>;
 
+/// A data file's equality-deleted positions as last recorded: the groups (with their present
+/// key columns, sorted, as in [`EqualityPositionsKey`]) and the positions they delete.
+#[derive(Debug)]
+pub(crate) struct RecordedPositions {
+    pub(crate) groups: Vec<(EqualityKey, Vec<bool>)>,
+    pub(crate) positions: Arc<RoaringTreemap>,
+}
+
 /// Parsed delete files shared by every scan of a process (module docs).
 #[derive(Debug, Clone)]
 pub struct DeleteCache {
     positions: Cache<PositionKey, Arc<PositionSource>>,
     equality: Cache<EqualityKey, Arc<EqualityDeleteSet>>,
     equality_positions: Cache<EqualityPositionsKey, Arc<RoaringTreemap>>,
+    /// The latest of `equality_positions` per data file (physical location, size).
+    latest_positions: Cache<(String, u64), Arc<RecordedPositions>>,
     unions: Cache<UnionKey, Arc<EqualityUnion>>,
     capacity_bytes: u64,
     position_lookups: CacheCounters,
@@ -157,6 +170,12 @@ impl DeleteCache {
                         weight(b.serialized_size() + path.0.len() + groups.len() * 128)
                     },
                 )
+                .build(),
+            latest_positions: Cache::builder()
+                .max_capacity(capacity_bytes / 4)
+                .weigher(|path: &(String, u64), r: &Arc<RecordedPositions>| {
+                    weight(r.positions.serialized_size() + path.0.len() + r.groups.len() * 128)
+                })
                 .build(),
             unions: Cache::builder()
                 .max_capacity(capacity_bytes / 4)
@@ -194,6 +213,7 @@ impl DeleteCache {
         self.positions.invalidate_all();
         self.equality.invalidate_all();
         self.equality_positions.invalidate_all();
+        self.latest_positions.invalidate_all();
         self.unions.invalidate_all();
     }
 
@@ -226,7 +246,22 @@ impl DeleteCache {
         key: EqualityPositionsKey,
         positions: Arc<RoaringTreemap>,
     ) {
+        let latest = RecordedPositions {
+            groups: key.1.clone(),
+            positions: Arc::clone(&positions),
+        };
+        self.latest_positions
+            .insert(key.0.clone(), Arc::new(latest));
         self.equality_positions.insert(key, positions);
+    }
+
+    /// The equality-deleted positions last recorded for data file `file` (physical location,
+    /// size), whatever groups they were recorded for.
+    pub(crate) fn latest_equality_positions(
+        &self,
+        file: &(String, u64),
+    ) -> Option<Arc<RecordedPositions>> {
+        self.latest_positions.get(file)
     }
 
     /// The union of equality groups `key`, when a scan joined them.

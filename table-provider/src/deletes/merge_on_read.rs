@@ -12,7 +12,10 @@
 //! equality groups. Later scans find them ([`EqualityMode::Cached`]) and apply them like a
 //! deletion vector (with the file's positional deletes): no probe, no hashing
 //! (`equality_positions_cached` counts such files, `equality_positions_recorded` the files
-//! recorded). Anything else is probed per batch ([`EqualityMode::Probe`]): against each of
+//! recorded). A scan reading whole files whose positions were recorded for fewer groups than
+//! they have now (an upsert added some) extends them while it is planned, probing only the
+//! added groups over only their key columns (`equality_extension`,
+//! `equality_positions_extended`). Anything else is probed per batch ([`EqualityMode::Probe`]): against each of
 //! its groups' sets, or, for groups over the same key columns that the scan has many of (a
 //! table upserted by many commits), against their union (`equality_union`), once per row.
 
@@ -88,6 +91,7 @@ struct DeleteMetrics {
     equality_groups_joined: Count,
     equality_positions_cached: Count,
     equality_positions_recorded: Count,
+    equality_positions_extended: Count,
     files_without_keys: Count,
     build_time: Time,
 }
@@ -107,6 +111,7 @@ impl DeleteMetrics {
             equality_groups_joined: counter("equality_groups_joined"),
             equality_positions_cached: counter("equality_positions_cached"),
             equality_positions_recorded: counter("equality_positions_recorded"),
+            equality_positions_extended: counter("equality_positions_extended"),
             files_without_keys: counter("files_read_without_equality_keys"),
             build_time: MetricBuilder::new(metrics).subset_time("delete_build_time", 0),
         }
@@ -375,14 +380,17 @@ impl MergeOnRead {
     /// This state with the equality deletes of some data files (by path as the manifests
     /// name them) already known as positions: those files are read as positional runs with
     /// them (the scan was laid out without their equality groups and key columns).
-    /// `delete_files` equality delete files are counted as applied (from the cache).
+    /// `delete_files` equality delete files are counted as applied (from the cache), and
+    /// `extended` files as extended while the scan was planned (`equality_extension`).
     pub(crate) fn with_cached_equality(
         self,
         cached: HashMap<String, Arc<RoaringTreemap>>,
         delete_files: usize,
+        extended: usize,
     ) -> Self {
         self.metrics.equality_files.add(delete_files);
         self.metrics.cached_files.add(delete_files);
+        self.metrics.equality_positions_extended.add(extended);
         for (file, mode) in self.files.iter().zip(&self.equality_modes) {
             if let Some(positions) = cached.get(&file.path) {
                 self.metrics.equality_positions_cached.add(1);
@@ -644,77 +652,27 @@ impl MergeOnRead {
 
     async fn build_equality_sets(&self, ctx: &TaskContext) -> Result<EqualitySets> {
         let table = self.table.as_str();
-        let io = &self.io;
-        // Each group's set: from the process's delete cache, or built from its files' key
-        // columns (each file read once).
-        let mut cached: Vec<Option<Arc<EqualityDeleteSet>>> = Vec::with_capacity(self.groups.len());
-        let mut cache_keys: Vec<EqualityKey> = Vec::with_capacity(self.groups.len());
-        let mut eq_files: Vec<(&DeleteFileRef, &Vec<i32>)> = Vec::new();
-        let mut to_read: HashSet<(&str, &Vec<i32>)> = HashSet::new();
-        for (group, key) in self.groups.iter().zip(self.group_keys()?) {
-            if group.field_ids.is_empty() {
-                let path = group.files.first().map_or("?", |f| f.path.as_str());
-                return Err(Error::corrupt(
-                    table,
-                    "equality delete file",
-                    path,
-                    "its manifest entry has no equality_ids",
-                ));
-            }
-            let set = self.cache.equality_set(key);
-            if set.is_none() {
-                for f in &group.files {
-                    if to_read.insert((f.path.as_str(), &group.field_ids)) {
-                        eq_files.push((f, &group.field_ids));
-                    }
-                }
-            } else {
+        let keys = self.group_keys()?;
+        let loaded = load_equality_sets(
+            &self.cache,
+            &self.io,
+            table,
+            self.groups.iter().zip(keys).collect(),
+        )
+        .await?;
+        self.metrics.delete_bytes.add(loaded.fetched as usize);
+        for (group, cached) in self.groups.iter().zip(&loaded.cached) {
+            self.metrics.equality_files.add(group.files.len());
+            if *cached {
                 self.metrics.cached_files.add(group.files.len());
             }
-            self.metrics.equality_files.add(group.files.len());
-            cached.push(set);
-            cache_keys.push(key.clone());
         }
-        let keys: HashMap<String, (Vec<ArrayRef>, u64)> =
-            futures::stream::iter(collect_futures(eq_files.iter().map(|(d, ids)| {
-                let (io, table, path, ids) = (
-                    io.clone(),
-                    table.to_string(),
-                    d.path.clone(),
-                    (*ids).clone(),
-                );
-                let size = d.file_size;
-                async move {
-                    let (columns, fetched) =
-                        read_equality_keys(&io, &table, &path, size, &ids).await?;
-                    Ok::<_, Error>((path, (columns, fetched)))
-                }
-            })))
-            .buffer_unordered(LOAD_CONCURRENCY)
-            .try_collect()
-            .await?;
-        self.metrics
-            .delete_bytes
-            .add(keys.values().map(|(_, fetched)| *fetched as usize).sum());
         let mut reservation = (!self.groups.is_empty()).then(|| {
             MemoryConsumer::new(format!("IcebergEqualityDeletes[{table}]"))
                 .register(ctx.memory_pool())
         });
         let mut sets = Vec::with_capacity(self.groups.len());
-        for ((group, set), key) in self.groups.iter().zip(cached).zip(cache_keys) {
-            let set = match set {
-                Some(set) => set,
-                None => {
-                    let columns: Vec<Vec<ArrayRef>> = group
-                        .files
-                        .iter()
-                        .filter_map(|f| keys.get(&f.path).map(|(columns, _)| columns.clone()))
-                        .collect();
-                    let set = Arc::new(EqualityDeleteSet::build(&columns)?);
-                    self.cache.insert_equality_set(key, Arc::clone(&set));
-                    set
-                }
-            };
+        for (group, set) in self.groups.iter().zip(loaded.sets) {
             if let Some(reservation) = reservation.as_mut() {
                 reservation.try_grow(set.memory_size()).map_err(|e| {
                     Error::DataFusion(DataFusionError::ResourcesExhausted(format!(
@@ -936,6 +894,89 @@ fn physical_of(io: &TableIo, d: &DeleteFileRef) -> Result<(String, u64)> {
     Ok((format!("{}{object}", url.as_str()), d.file_size))
 }
 
+/// The sets of some equality groups, as [`load_equality_sets`] found them.
+pub(crate) struct LoadedSets {
+    /// One per group, in order.
+    pub(crate) sets: Vec<Arc<EqualityDeleteSet>>,
+    /// Per group, whether its set came from the delete cache.
+    pub(crate) cached: Vec<bool>,
+    /// The bytes of delete files read.
+    pub(crate) fetched: u64,
+}
+
+/// The set of each of `groups` (each with its cache identity): from the delete cache, or built
+/// from its files' key columns (each file read once, several at a time) and cached.
+pub(crate) async fn load_equality_sets(
+    cache: &DeleteCache,
+    io: &TableIo,
+    table: &str,
+    groups: Vec<(&EqualityGroup, &EqualityKey)>,
+) -> Result<LoadedSets> {
+    let mut found: Vec<Option<Arc<EqualityDeleteSet>>> = Vec::with_capacity(groups.len());
+    let mut eq_files: Vec<(&DeleteFileRef, &Vec<i32>)> = Vec::new();
+    let mut to_read: HashSet<(&str, &Vec<i32>)> = HashSet::new();
+    for (group, key) in &groups {
+        if group.field_ids.is_empty() {
+            let path = group.files.first().map_or("?", |f| f.path.as_str());
+            return Err(Error::corrupt(
+                table,
+                "equality delete file",
+                path,
+                "its manifest entry has no equality_ids",
+            ));
+        }
+        let set = cache.equality_set(key);
+        if set.is_none() {
+            for f in &group.files {
+                if to_read.insert((f.path.as_str(), &group.field_ids)) {
+                    eq_files.push((f, &group.field_ids));
+                }
+            }
+        }
+        found.push(set);
+    }
+    let keys: HashMap<String, (Vec<ArrayRef>, u64)> =
+        futures::stream::iter(collect_futures(eq_files.iter().map(|(d, ids)| {
+            let (io, table, path, ids) = (
+                io.clone(),
+                table.to_string(),
+                d.path.clone(),
+                (*ids).clone(),
+            );
+            let size = d.file_size;
+            async move {
+                let (columns, fetched) = read_equality_keys(&io, &table, &path, size, &ids).await?;
+                Ok::<_, Error>((path, (columns, fetched)))
+            }
+        })))
+        .buffer_unordered(LOAD_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let mut loaded = LoadedSets {
+        sets: Vec::with_capacity(groups.len()),
+        cached: Vec::with_capacity(groups.len()),
+        fetched: keys.values().map(|(_, fetched)| *fetched).sum(),
+    };
+    for ((group, key), set) in groups.into_iter().zip(found) {
+        loaded.cached.push(set.is_some());
+        let set = match set {
+            Some(set) => set,
+            None => {
+                let columns: Vec<Vec<ArrayRef>> = group
+                    .files
+                    .iter()
+                    .filter_map(|f| keys.get(&f.path).map(|(columns, _)| columns.clone()))
+                    .collect();
+                let set = Arc::new(EqualityDeleteSet::build(&columns)?);
+                cache.insert_equality_set(key.clone(), Arc::clone(&set));
+                set
+            }
+        };
+        loaded.sets.push(set);
+    }
+    Ok(loaded)
+}
+
 /// Each of `groups`' cache identity: its field ids and its files' physical identities, sorted.
 /// Resolved once per scan: a table upserted by many commits has a group per commit, each
 /// applying to every older data file.
@@ -964,6 +1005,20 @@ fn equality_positions_key(
     group_keys: &[EqualityKey],
     key_columns: &[Vec<(Option<usize>, DataType)>],
 ) -> Result<EqualityPositionsKey> {
+    let (data, keyed) = keyed_groups(io, table, file, group_keys, key_columns)?;
+    Ok((data, keyed.into_iter().map(|(key, _)| key).collect()))
+}
+
+/// [`equality_positions_key`]'s parts: the data file's physical identity and its groups'
+/// entries, sorted, each with the group's index in the scan.
+#[allow(clippy::type_complexity)]
+pub(crate) fn keyed_groups(
+    io: &TableIo,
+    table: &str,
+    file: &FileDeletes,
+    group_keys: &[EqualityKey],
+    key_columns: &[Vec<(Option<usize>, DataType)>],
+) -> Result<((String, u64), Vec<((EqualityKey, Vec<bool>), usize)>)> {
     let (_, url, object) = io.resolve(&file.path)?;
     let data = (format!("{}{object}", url.as_str()), file.file_size);
     let mut keyed = Vec::with_capacity(file.equality_groups.len());
@@ -977,7 +1032,7 @@ fn equality_positions_key(
             .get(g)
             .map(|keys| keys.iter().map(|(c, _)| c.is_some()).collect())
             .unwrap_or_default();
-        keyed.push((group.clone(), present));
+        keyed.push(((group.clone(), present), g));
     }
     // The groups' order follows manifest loading; their union does not.
     keyed.sort();

@@ -6,6 +6,8 @@
 //! - `position_filter`: a data file's deleted positions → a Parquet access plan skipping long
 //!   deleted runs, and a keep-mask filter for the scattered rest.
 //! - `equality`: equality-delete key sets, read with only the key columns, probed per batch.
+//! - `equality_extension`: a data file's recorded equality-deleted positions extended by the
+//!   groups later commits added (only those probed, over only their key columns).
 //! - `equality_union`: many equality groups over the same key columns joined into one index
 //!   (tables upserted by many commits), probed once per row.
 //! - [`DeleteCache`]: parsed delete files shared by the scans of a process.
@@ -15,6 +17,7 @@
 mod cache;
 mod equality;
 mod equality_bounds;
+mod equality_extension;
 mod equality_union;
 mod index;
 mod merge_on_read;
@@ -23,6 +26,7 @@ mod position_filter;
 
 pub(crate) use cache::EqualityPositionsKey;
 pub use cache::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
+pub(crate) use equality_extension::{EqualityLayout, extend_equality_positions};
 pub use index::DeleteFileIndex;
 pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};
 pub(crate) use merge_on_read::{

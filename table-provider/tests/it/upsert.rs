@@ -466,6 +466,109 @@ async fn many_upserts_probe_their_groups_joined_with_the_models_rows() {
     }
 }
 
+/// The unfiltered scan of `table`'s rows, checked against `case`'s model, and the scan's
+/// count of each of `names`.
+async fn model_scan(ctx: &SessionContext, case: &Case, names: &[&str]) -> Vec<usize> {
+    let sql = format!("SELECT id, region, name, v FROM {}", case.table);
+    let (plan, batches) = common::run_plan(ctx, &sql).await;
+    let mut rows: Vec<String> = rows_json(&batches, &[])
+        .into_iter()
+        .map(|r| Value::Array(r).to_string())
+        .collect();
+    rows.sort();
+    assert_eq!(rows, case.model_rows(), "{sql}");
+    let metrics = common::find_scan(&plan)
+        .and_then(|scan| scan.metrics())
+        .expect("scan metrics");
+    names
+        .iter()
+        .map(|name| metrics.sum_by_name(name).map_or(0, |v| v.as_usize()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upserts_extend_the_positions_recorded_before_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_warehouse, catalog) = common::warehouse_with_db(dir.path()).await;
+    let ctx = ordered_session(vec![("iceberg", catalog as Arc<dyn Catalog>)]).await;
+    const COUNTS: [&str; 3] = [
+        "equality_positions_extended",
+        "equality_positions_recorded",
+        "equality_positions_cached",
+    ];
+    // A long key on an unpartitioned table; a composite key on a table partitioned by one of
+    // its columns (its key columns are a long and a string: sets in arrow's row format).
+    for (name, key, partitioned_by, composite) in [
+        ("ids", "id", "", false),
+        ("pairs", "id, region", "region", true),
+    ] {
+        let table = format!("iceberg.db.{name}");
+        run_ddl(&ctx, &create_sql(&table, key, partitioned_by, 2, true)).await;
+        let mut case = Case::new(&table, composite, 400);
+        let mut rng = Rng(0xe7e7_0000 + name.len() as u64);
+        for _ in 0..3 {
+            insert_batch(&ctx, &table, case.batch(&mut rng, 300)).await;
+        }
+        // The first scan records every file's positions, the next finds them.
+        let [extended, recorded, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+            unreachable!()
+        };
+        assert_eq!((extended, recorded > 0), (0, true), "{table}: first scan");
+        let [extended, recorded, cached] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+            unreachable!()
+        };
+        assert_eq!((extended, recorded), (0, 0), "{table}: second scan");
+        assert!(cached > 0, "{table}: second scan");
+        // Upserts then a scan: the files' positions are extended by the new groups, one
+        // commit or two behind.
+        for upserts in [1, 2, 1, 3, 1] {
+            for _ in 0..upserts {
+                insert_batch(&ctx, &table, case.batch(&mut rng, 20)).await;
+            }
+            let [extended, recorded, cached] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+                unreachable!()
+            };
+            assert_eq!(recorded, 0, "{table}: after {upserts} upsert(s)");
+            assert!(
+                extended > 0 && extended <= cached,
+                "{table}: after {upserts} upsert(s): {extended} extended, {cached} cached"
+            );
+            let [extended, recorded, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+                unreachable!()
+            };
+            assert_eq!((extended, recorded), (0, 0), "{table}: repeated");
+        }
+        // Rows deleted by position too: files with both kinds of deletes are extended alike
+        // (their equality positions are probed over every row).
+        let sql = format!("DELETE FROM {table} WHERE id % 7 = 0");
+        query(&ctx, &sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        case.model.retain(|(id, _), _| id % 7 != 0);
+        model_scan(&ctx, &case, &COUNTS).await;
+        insert_batch(&ctx, &table, case.batch(&mut rng, 20)).await;
+        let [extended, recorded, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+            unreachable!()
+        };
+        assert_eq!(recorded, 0, "{table}: after the DELETE and an upsert");
+        assert!(extended > 0, "{table}: after the DELETE and an upsert");
+        model_scan(&ctx, &case, &COUNTS).await;
+        // Four commits behind: recorded again while read, as a first scan is.
+        for _ in 0..4 {
+            insert_batch(&ctx, &table, case.batch(&mut rng, 20)).await;
+        }
+        let [extended, recorded, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+            unreachable!()
+        };
+        assert_eq!(
+            (extended, recorded > 0),
+            (0, true),
+            "{table}: four upserts behind"
+        );
+        model_scan(&ctx, &case, &COUNTS).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn repeated_keys_keep_the_last_row_and_bad_upserts_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");

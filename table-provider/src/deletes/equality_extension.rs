@@ -1,0 +1,353 @@
+//! Equality-deleted positions extended by the groups a commit added.
+//!
+//! An upsert commits an equality group that applies to every older data file its metrics may
+//! meet. Each of those files' list of groups changes, so the positions recorded for the old
+//! list (`deletes::merge_on_read`) are no longer looked up, and the first query after the
+//! commit read and probed the whole table again, every projected column of every file, as a
+//! table's first query does.
+//!
+//! But a row deleted by a list of groups is a row deleted by one of them. A file's positions
+//! for its new list are the positions last recorded for it (for a list the new one contains)
+//! joined with the rows the groups added since then delete. So a scan that reads whole files
+//! extends them while it is planned: for each file whose positions miss, it reads only the key
+//! columns of the added groups, probes only their sets, and caches the joined positions under
+//! the file's new list. The scan is then laid out as one whose equality deletes are all known as
+//! positions: no key column is read, no set probed, and the files' columns come from the
+//! decoded-column cache, their deleted rows masked.
+//!
+//! A file's positions are extended only when fewer than `MIN_UNION_GROUPS` groups are added
+//! (a file with nothing recorded counts all its groups), and a scan extends only when at least
+//! one of its files has positions recorded: otherwise (a table's first query, files behind by
+//! many commits) the scan records as before, probing while it reads (against the groups'
+//! union when there are many).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, new_null_array};
+use arrow::datatypes::DataType;
+use datafusion::common::DataFusionError;
+use datafusion::common::runtime::SpawnedTask;
+use datafusion::datasource::physical_plan::ParquetFileReaderFactory;
+use datafusion::datasource::physical_plan::parquet::CachedParquetFileReaderFactory;
+use datafusion::execution::cache::cache_manager::FileMetadataCache;
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool};
+use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+use futures::{StreamExt, TryStreamExt};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
+use roaring::RoaringTreemap;
+
+use super::cache::{DeleteCache, EqualityKey, EqualityPositionsKey};
+use super::equality::EqualityDeleteSet;
+use super::equality_union::MIN_UNION_GROUPS;
+use super::merge_on_read::{EqualityGroup, FileDeletes, keyed_groups, load_equality_sets};
+use crate::error::{Error, Result};
+use crate::io::TableIo;
+use crate::scan::partitioned_file;
+use crate::spec::field_id_of;
+
+/// How many data files are extended at once.
+const EXTEND_CONCURRENCY: usize = 8;
+
+/// Rows per batch when a data file's key columns are read.
+const KEY_BATCH_ROWS: usize = 64 * 1024;
+
+/// What a scan's layout says about its equality deletes: its data files, its groups, each
+/// group's cache identity and key columns (canonical type, and whether the scan schema has the
+/// column).
+pub(crate) struct EqualityLayout<'a> {
+    pub(crate) files: &'a [FileDeletes],
+    pub(crate) groups: &'a [EqualityGroup],
+    pub(crate) group_keys: &'a [EqualityKey],
+    pub(crate) key_columns: &'a [Vec<(Option<usize>, DataType)>],
+}
+
+/// One data file whose positions are extended.
+struct Extension {
+    /// The data file as the manifests name it, and its size.
+    path: String,
+    file_size: u64,
+    /// Where the extended positions go.
+    key: EqualityPositionsKey,
+    /// The positions recorded before (`None`: nothing recorded, every group is probed).
+    base: Option<Arc<RoaringTreemap>>,
+    /// The groups to probe (indexes in the scan).
+    added: Vec<usize>,
+}
+
+/// One group probed over a data file's key columns: its set, and per key column its field id,
+/// canonical type and whether the scan schema has it (a column it lacks reads as null).
+#[derive(Clone)]
+struct GroupProbe {
+    set: Arc<EqualityDeleteSet>,
+    columns: Vec<(i32, DataType, bool)>,
+}
+
+/// Extends the equality-deleted positions of the data files of `layout` whose positions are
+/// not cached (module docs); returns how many files it extended (0 when it extended none, and
+/// the scan records as before).
+pub(crate) async fn extend_equality_positions(
+    cache: &DeleteCache,
+    io: &TableIo,
+    table: &str,
+    layout: EqualityLayout<'_>,
+    footers: Arc<dyn FileMetadataCache>,
+    pool: &Arc<dyn MemoryPool>,
+) -> Result<usize> {
+    let Some(extensions) = plan_extensions(cache, io, table, &layout)? else {
+        return Ok(0);
+    };
+    let added: BTreeSet<usize> = extensions.iter().flat_map(|e| &e.added).copied().collect();
+    let mut sets_of = Vec::with_capacity(added.len());
+    for &g in &added {
+        let (Some(group), Some(key)) = (layout.groups.get(g), layout.group_keys.get(g)) else {
+            return Err(Error::InvalidArgument(format!(
+                "table {table}: no equality group #{g}"
+            )));
+        };
+        sets_of.push((group, key));
+    }
+    let loaded = load_equality_sets(cache, io, table, sets_of).await?;
+    let reservation =
+        MemoryConsumer::new(format!("IcebergEqualityExtension[{table}]")).register(pool);
+    let bytes: usize = loaded.sets.iter().map(|s| s.memory_size()).sum();
+    reservation.try_grow(bytes).map_err(|e| {
+        Error::DataFusion(DataFusionError::ResourcesExhausted(format!(
+            "table {table}: equality-delete keys of {} group(s) need {bytes} bytes, over the \
+             query's memory limit ({e})",
+            added.len()
+        )))
+    })?;
+    let mut probes: HashMap<usize, GroupProbe> = HashMap::new();
+    for (&g, set) in added.iter().zip(loaded.sets) {
+        let (Some(group), Some(columns)) = (layout.groups.get(g), layout.key_columns.get(g)) else {
+            continue;
+        };
+        let columns = group
+            .field_ids
+            .iter()
+            .zip(columns)
+            .map(|(id, (slot, ty))| (*id, ty.clone(), slot.is_some()))
+            .collect();
+        probes.insert(g, GroupProbe { set, columns });
+    }
+    let tasks = extensions.into_iter().map(|extension| {
+        let group_probes: Vec<GroupProbe> = extension
+            .added
+            .iter()
+            .filter_map(|g| probes.get(g).cloned())
+            .collect();
+        let (io, table, footers, cache) = (
+            io.clone(),
+            table.to_string(),
+            Arc::clone(&footers),
+            cache.clone(),
+        );
+        async move {
+            // Spawned: each file's key columns decode on whichever worker is free.
+            let task = SpawnedTask::spawn(async move {
+                let Some(found) =
+                    probe_file(&io, &table, footers, &extension, &group_probes).await?
+                else {
+                    return Ok(0);
+                };
+                let positions = match &extension.base {
+                    Some(base) => base.as_ref() | &found,
+                    None => found,
+                };
+                cache.insert_equality_positions(extension.key, Arc::new(positions));
+                Ok::<usize, Error>(1)
+            });
+            task.join()
+                .await
+                .map_err(|e| Error::DataFusion(DataFusionError::ExecutionJoin(Box::new(e))))?
+        }
+    });
+    let extended = futures::stream::iter(tasks.collect::<Vec<_>>())
+        .buffer_unordered(EXTEND_CONCURRENCY)
+        .try_fold(0, |total, n| async move { Ok(total + n) })
+        .await?;
+    drop(reservation);
+    Ok(extended)
+}
+
+/// The files of `layout` to extend, or `None` when the scan should record as before (module
+/// docs).
+fn plan_extensions(
+    cache: &DeleteCache,
+    io: &TableIo,
+    table: &str,
+    layout: &EqualityLayout<'_>,
+) -> Result<Option<Vec<Extension>>> {
+    let mut extensions = Vec::new();
+    let mut any_base = false;
+    for file in layout
+        .files
+        .iter()
+        .filter(|f| !f.equality_groups.is_empty())
+    {
+        let (data, keyed) = keyed_groups(io, table, file, layout.group_keys, layout.key_columns)?;
+        let key: EqualityPositionsKey = (data, keyed.iter().map(|(k, _)| k.clone()).collect());
+        if cache.equality_positions(&key).is_some() {
+            continue;
+        }
+        let recorded = cache
+            .latest_equality_positions(&key.0)
+            .and_then(|r| Some((added_groups(&r.groups, &keyed)?, Arc::clone(&r.positions))));
+        let (added, base) = match recorded {
+            Some((added, positions)) => (added, Some(positions)),
+            None => (keyed.iter().map(|(_, g)| *g).collect(), None),
+        };
+        if added.len() >= MIN_UNION_GROUPS {
+            return Ok(None);
+        }
+        any_base |= base.is_some();
+        extensions.push(Extension {
+            path: file.path.clone(),
+            file_size: file.file_size,
+            key,
+            base,
+            added,
+        });
+    }
+    Ok((any_base && !extensions.is_empty()).then_some(extensions))
+}
+
+/// The groups of `current` (sorted, each with its index in the scan) that `recorded` (sorted)
+/// lacks, or `None` when `recorded` holds a group `current` does not (its positions may delete
+/// rows the current list does not).
+fn added_groups<K: PartialEq>(recorded: &[K], current: &[(K, usize)]) -> Option<Vec<usize>> {
+    let mut added = Vec::new();
+    let mut recorded = recorded.iter().peekable();
+    for (entry, group) in current {
+        match recorded.peek() {
+            Some(r) if *r == entry => {
+                recorded.next();
+            }
+            _ => added.push(*group),
+        }
+    }
+    recorded.next().is_none().then_some(added)
+}
+
+/// The positions of `extension`'s data file that `probes` delete, read from its key columns
+/// alone; `None` when the file lacks one of them (the scan then reads it as before, where the
+/// schema mapping decides what the missing column holds).
+async fn probe_file(
+    io: &TableIo,
+    table: &str,
+    footers: Arc<dyn FileMetadataCache>,
+    extension: &Extension,
+    probes: &[GroupProbe],
+) -> Result<Option<RoaringTreemap>> {
+    let path = extension.path.as_str();
+    let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(table, "data file", path, e);
+    let (store, _, object) = io.resolve(path)?;
+    // The footer through DataFusion's file-metadata cache (the scan reads it there too).
+    let footer = CachedParquetFileReaderFactory::new(Arc::clone(&store), footers)
+        .create_reader(
+            0,
+            partitioned_file(object.clone(), extension.file_size),
+            None,
+            &ExecutionPlanMetricsSet::new(),
+        )
+        .map_err(|e| corrupt(&e))?
+        .get_metadata(None)
+        .await
+        .map_err(|e| corrupt(&e))?;
+    let footer =
+        ArrowReaderMetadata::try_new(footer, ArrowReaderOptions::new()).map_err(|e| corrupt(&e))?;
+    let reader = ParquetObjectReader::new(store, object).with_file_size(extension.file_size);
+    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, footer);
+    let schema = Arc::clone(builder.schema());
+    // The file's root column of each key field the probes read.
+    let mut roots: Vec<(i32, usize)> = Vec::new();
+    for (id, _, present) in probes.iter().flat_map(|p| &p.columns) {
+        if !present || roots.iter().any(|(known, _)| known == id) {
+            continue;
+        }
+        match schema
+            .fields()
+            .iter()
+            .position(|f| field_id_of(f) == Some(*id))
+        {
+            Some(root) => roots.push((*id, root)),
+            None => return Ok(None),
+        }
+    }
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().map(|(_, r)| *r));
+    // The projected batches order columns as the file does.
+    let mut sorted: Vec<usize> = roots.iter().map(|(_, r)| *r).collect();
+    sorted.sort_unstable();
+    let column_of = |id: i32| {
+        roots
+            .iter()
+            .find(|(known, _)| *known == id)
+            .and_then(|(_, root)| sorted.iter().position(|r| r == root))
+    };
+    let mut batches = builder
+        .with_projection(mask)
+        .with_batch_size(KEY_BATCH_ROWS)
+        .build()
+        .map_err(|e| corrupt(&e))?;
+    let mut found = RoaringTreemap::new();
+    let mut offset = 0u64;
+    while let Some(batch) = batches.try_next().await.map_err(|e| corrupt(&e))? {
+        let rows = batch.num_rows();
+        let mut deleted: Option<arrow::buffer::BooleanBuffer> = None;
+        for probe in probes {
+            let keys = probe
+                .columns
+                .iter()
+                .map(|(id, ty, present)| -> Result<ArrayRef> {
+                    let column = present
+                        .then(|| column_of(*id))
+                        .flatten()
+                        .map(|c| batch.column(c));
+                    Ok(match column {
+                        Some(a) if a.data_type() == ty => Arc::clone(a),
+                        Some(a) => arrow::compute::cast(a, ty)?,
+                        None => new_null_array(ty, rows),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let mask = probe.set.deleted(&keys)?;
+            deleted = Some(match deleted.take() {
+                Some(previous) => &previous | &mask,
+                None => mask,
+            });
+        }
+        if let Some(deleted) = deleted {
+            let positions: Vec<u64> = deleted.set_indices().map(|i| offset + i as u64).collect();
+            // Ascending, and past the batches before: appended in order.
+            if let Err(unsorted) = found.append(positions.iter().copied()) {
+                found.extend(positions[unsorted.valid_until() as usize..].iter().copied());
+            }
+        }
+        offset += rows as u64;
+    }
+    Ok(Some(found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::added_groups;
+
+    #[test]
+    fn added_groups_are_those_the_recorded_list_lacks() {
+        // Current list (sorted), each with its index in the scan.
+        let current = [("a", 4), ("b", 0), ("d", 2), ("e", 1)];
+        assert_eq!(added_groups(&["b", "d"], &current), Some(vec![4, 1]));
+        assert_eq!(added_groups(&[], &current), Some(vec![4, 0, 2, 1]));
+        assert_eq!(
+            added_groups(&["a", "b", "d", "e"], &current),
+            Some(Vec::new())
+        );
+        // A recorded group no longer in the list: its positions cannot be a base.
+        assert_eq!(added_groups(&["b", "c"], &current), None);
+        assert_eq!(added_groups(&["f"], &current), None);
+        assert_eq!(added_groups(&["a", "b", "d", "e", "f"], &current), None);
+    }
+}

@@ -49,8 +49,8 @@ use iceberg::spec::{NameMapping, Transform};
 use crate::catalog::{Catalog, LoadedTable, RefKind};
 use crate::commit::TableReplacement;
 use crate::deletes::{
-    EqualityGroup, EqualityLayout, FileDeletes, MergeOnRead, cached_equality_positions,
-    equality_keys, extend_equality_positions, key_type,
+    EqualityGroup, EqualityLayout, Extended, FileDeletes, KeyColumns, MergeOnRead,
+    cached_equality_positions, equality_keys, extend_equality_positions, key_type,
 };
 use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
@@ -580,6 +580,18 @@ fn with_recipe(scan: Arc<dyn ExecutionPlan>, recipe: ScanRecipe) -> Arc<dyn Exec
 }
 
 impl IcebergTableProvider {
+    /// This table as the decoded-column cache tells tables apart: its UUID and name mapping.
+    fn column_source(&self) -> Arc<ColumnSource> {
+        let metadata = self.table.metadata();
+        Arc::new(ColumnSource::new(
+            metadata.uuid().to_string(),
+            metadata
+                .properties()
+                .get("schema.name-mapping.default")
+                .map(String::as_str),
+        ))
+    }
+
     /// The scan of `plan` (tasks planned elsewhere, e.g. by `ScanPlanner::plan_changes`) with
     /// this provider's merge-on-read, schema mapping and (when [`Self::positional`]) position
     /// columns: what [`TableProvider::scan`] runs after planning.
@@ -657,7 +669,7 @@ impl IcebergTableProvider {
         };
         let mut cached_equality = cached(&deletes);
         // Positions recorded before the last commits added groups: extended by those groups.
-        let mut extended = 0;
+        let mut extended = Extended::default();
         if cached_equality.is_none()
             && whole_files
             && !positional
@@ -677,10 +689,14 @@ impl IcebergTableProvider {
                 &table_name,
                 layout,
                 runtime.cache_manager.get_file_metadata_cache(),
+                self.planner.column_cache().enabled().then(|| KeyColumns {
+                    cache: self.planner.column_cache().clone(),
+                    source: self.column_source(),
+                }),
                 &runtime.memory_pool,
             )
             .await?;
-            if extended > 0 {
+            if extended.files > 0 {
                 cached_equality = cached(&deletes);
             }
         }
@@ -852,7 +868,6 @@ impl IcebergTableProvider {
         let cacheable = whole_files || (limit.is_none() && deletes.is_empty());
         let column_cache = (cacheable && !positional && self.planner.column_cache().enabled())
             .then(|| {
-                let metadata = self.table.metadata();
                 let counter = |name| MetricBuilder::new(&metrics).global_counter(name);
                 let filtered = (!whole_files).then(|| FilteredScan {
                     pruning: predicate
@@ -872,13 +887,7 @@ impl IcebergTableProvider {
                     masked: counter("column_cache_files_masked"),
                     read: counter("column_cache_files_read"),
                     cache: self.planner.column_cache().clone(),
-                    source: Arc::new(ColumnSource::new(
-                        metadata.uuid().to_string(),
-                        metadata
-                            .properties()
-                            .get("schema.name-mapping.default")
-                            .map(String::as_str),
-                    )),
+                    source: self.column_source(),
                     filtered,
                 }
             });

@@ -13,7 +13,8 @@
 //! columns of the added groups, probes only their sets, and caches the joined positions under
 //! the file's new list. The scan is then laid out as one whose equality deletes are all known as
 //! positions: no key column is read, no set probed, and the files' columns come from the
-//! decoded-column cache, their deleted rows masked.
+//! decoded-column cache, their deleted rows masked. The key columns read are kept in the
+//! decoded-column cache too ([`KeyColumns`]): the next commit's extension finds them decoded.
 //!
 //! A file's positions are extended only when fewer than `MIN_UNION_GROUPS` groups are added
 //! (a file with nothing recorded counts all its groups), and a scan extends only when at least
@@ -25,6 +26,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, new_null_array};
+use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::DataType;
 use datafusion::common::DataFusionError;
 use datafusion::common::runtime::SpawnedTask;
@@ -45,7 +47,7 @@ use super::equality_union::MIN_UNION_GROUPS;
 use super::merge_on_read::{EqualityGroup, FileDeletes, keyed_groups, load_equality_sets};
 use crate::error::{Error, Result};
 use crate::io::TableIo;
-use crate::scan::partitioned_file;
+use crate::scan::{ColumnCache, ColumnSource, FileColumn, partitioned_file};
 use crate::spec::field_id_of;
 
 /// How many data files are extended at once.
@@ -62,6 +64,14 @@ pub(crate) struct EqualityLayout<'a> {
     pub(crate) groups: &'a [EqualityGroup],
     pub(crate) group_keys: &'a [EqualityKey],
     pub(crate) key_columns: &'a [Vec<(Option<usize>, DataType)>],
+}
+
+/// Where the key columns read to extend positions are kept, so that the next commit's
+/// extension finds them decoded: the decoded-column cache, under the table's identity.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyColumns {
+    pub(crate) cache: ColumnCache,
+    pub(crate) source: Arc<ColumnSource>,
 }
 
 /// One data file whose positions are extended.
@@ -85,19 +95,28 @@ struct GroupProbe {
     columns: Vec<(i32, DataType, bool)>,
 }
 
+/// What [`extend_equality_positions`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Extended {
+    /// Data files whose positions were extended (0: none, the scan records as before).
+    pub(crate) files: usize,
+    /// Of those, the files whose key columns came from the decoded-column cache.
+    pub(crate) keys_cached: usize,
+}
+
 /// Extends the equality-deleted positions of the data files of `layout` whose positions are
-/// not cached (module docs); returns how many files it extended (0 when it extended none, and
-/// the scan records as before).
+/// not cached (module docs).
 pub(crate) async fn extend_equality_positions(
     cache: &DeleteCache,
     io: &TableIo,
     table: &str,
     layout: EqualityLayout<'_>,
     footers: Arc<dyn FileMetadataCache>,
+    kept: Option<KeyColumns>,
     pool: &Arc<dyn MemoryPool>,
-) -> Result<usize> {
+) -> Result<Extended> {
     let Some(extensions) = plan_extensions(cache, io, table, &layout)? else {
-        return Ok(0);
+        return Ok(Extended::default());
     };
     let added: BTreeSet<usize> = extensions.iter().flat_map(|e| &e.added).copied().collect();
     let mut sets_of = Vec::with_capacity(added.len());
@@ -123,7 +142,9 @@ pub(crate) async fn extend_equality_positions(
     let mut probes: HashMap<usize, GroupProbe> = HashMap::new();
     for (&g, set) in added.iter().zip(loaded.sets) {
         let (Some(group), Some(columns)) = (layout.groups.get(g), layout.key_columns.get(g)) else {
-            continue;
+            return Err(Error::InvalidArgument(format!(
+                "table {table}: no key columns for equality group #{g}"
+            )));
         };
         let columns = group
             .field_ids
@@ -133,41 +154,70 @@ pub(crate) async fn extend_equality_positions(
             .collect();
         probes.insert(g, GroupProbe { set, columns });
     }
-    let tasks = extensions.into_iter().map(|extension| {
-        let group_probes: Vec<GroupProbe> = extension
+    let mut tasks = Vec::with_capacity(extensions.len());
+    for extension in extensions {
+        // Every added group is probed: one left out would leave its rows undeleted.
+        let group_probes = extension
             .added
             .iter()
-            .filter_map(|g| probes.get(g).cloned())
-            .collect();
-        let (io, table, footers, cache) = (
+            .map(|g| probes.get(g).cloned())
+            .collect::<Option<Vec<GroupProbe>>>()
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!("table {table}: an added group has no set"))
+            })?;
+        let (io, table, footers, cache, kept) = (
             io.clone(),
             table.to_string(),
             Arc::clone(&footers),
             cache.clone(),
+            kept.clone(),
         );
-        async move {
+        tasks.push(async move {
             // Spawned: each file's key columns decode on whichever worker is free.
             let task = SpawnedTask::spawn(async move {
-                let Some(found) =
-                    probe_file(&io, &table, footers, &extension, &group_probes).await?
-                else {
-                    return Ok(0);
+                if group_probes.is_empty() {
+                    // Recorded for the same groups (the entry under its list was evicted).
+                    let positions = extension.base.unwrap_or_default();
+                    cache.insert_equality_positions(extension.key, positions);
+                    return Ok(Extended {
+                        files: 1,
+                        keys_cached: 0,
+                    });
+                }
+                let probed = probe_file(
+                    &io,
+                    &table,
+                    footers,
+                    kept.as_ref(),
+                    &extension,
+                    &group_probes,
+                );
+                let Some((found, keys_cached)) = probed.await? else {
+                    return Ok(Extended::default());
                 };
                 let positions = match &extension.base {
                     Some(base) => base.as_ref() | &found,
                     None => found,
                 };
                 cache.insert_equality_positions(extension.key, Arc::new(positions));
-                Ok::<usize, Error>(1)
+                Ok::<_, Error>(Extended {
+                    files: 1,
+                    keys_cached: usize::from(keys_cached),
+                })
             });
             task.join()
                 .await
                 .map_err(|e| Error::DataFusion(DataFusionError::ExecutionJoin(Box::new(e))))?
-        }
-    });
-    let extended = futures::stream::iter(tasks.collect::<Vec<_>>())
+        });
+    }
+    let extended = futures::stream::iter(tasks)
         .buffer_unordered(EXTEND_CONCURRENCY)
-        .try_fold(0, |total, n| async move { Ok(total + n) })
+        .try_fold(Extended::default(), |total, one| async move {
+            Ok(Extended {
+                files: total.files + one.files,
+                keys_cached: total.keys_cached + one.keys_cached,
+            })
+        })
         .await?;
     drop(reservation);
     Ok(extended)
@@ -233,15 +283,17 @@ fn added_groups<K: PartialEq>(recorded: &[K], current: &[(K, usize)]) -> Option<
 }
 
 /// The positions of `extension`'s data file that `probes` delete, read from its key columns
-/// alone; `None` when the file lacks one of them (the scan then reads it as before, where the
-/// schema mapping decides what the missing column holds).
+/// alone (from `kept`, or read and kept there), and whether those came from `kept`; `None`
+/// when the file lacks one of them (the scan then reads it as before, where the schema mapping
+/// decides what the missing column holds).
 async fn probe_file(
     io: &TableIo,
     table: &str,
     footers: Arc<dyn FileMetadataCache>,
+    kept: Option<&KeyColumns>,
     extension: &Extension,
     probes: &[GroupProbe],
-) -> Result<Option<RoaringTreemap>> {
+) -> Result<Option<(RoaringTreemap, bool)>> {
     let path = extension.path.as_str();
     let corrupt = |e: &dyn std::fmt::Display| Error::corrupt(table, "data file", path, e);
     let (store, _, object) = io.resolve(path)?;
@@ -257,11 +309,10 @@ async fn probe_file(
         .get_metadata(None)
         .await
         .map_err(|e| corrupt(&e))?;
+    let file_rows = u64::try_from(footer.file_metadata().num_rows()).unwrap_or(0);
     let footer =
         ArrowReaderMetadata::try_new(footer, ArrowReaderOptions::new()).map_err(|e| corrupt(&e))?;
-    let reader = ParquetObjectReader::new(store, object).with_file_size(extension.file_size);
-    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, footer);
-    let schema = Arc::clone(builder.schema());
+    let schema = Arc::clone(footer.schema());
     // The file's root column of each key field the probes read.
     let mut roots: Vec<(i32, usize)> = Vec::new();
     for (id, _, present) in probes.iter().flat_map(|p| &p.columns) {
@@ -277,35 +328,83 @@ async fn probe_file(
             None => return Ok(None),
         }
     }
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().map(|(_, r)| *r));
-    // The projected batches order columns as the file does.
-    let mut sorted: Vec<usize> = roots.iter().map(|(_, r)| *r).collect();
-    sorted.sort_unstable();
-    let column_of = |id: i32| {
-        roots
+    // The key columns as kept, and per key column (in `roots` order) its arrays when they are.
+    let wanted: Option<(&KeyColumns, Vec<FileColumn>)> = kept.map(|kept| {
+        let file: Arc<str> = extension.key.0.0.as_str().into();
+        let columns = roots
             .iter()
-            .find(|(known, _)| *known == id)
-            .and_then(|(_, root)| sorted.iter().position(|r| r == root))
+            .map(|(id, root)| FileColumn {
+                source: Arc::clone(&kept.source),
+                file: Arc::clone(&file),
+                size: extension.file_size,
+                batch_rows: KEY_BATCH_ROWS,
+                field_id: *id,
+                data_type: schema.field(*root).data_type().clone(),
+            })
+            .collect();
+        (kept, columns)
+    });
+    let cached = wanted.as_ref().and_then(|(kept, wanted)| {
+        wanted
+            .iter()
+            .map(|c| kept.cache.file_column(c))
+            .collect::<Option<Vec<_>>>()
+    });
+    let cached = cached.filter(|c| aligned(c));
+    let from_cache = cached.is_some();
+    let columns = match cached {
+        Some(columns) => columns,
+        None => {
+            let mask = ProjectionMask::roots(
+                footer.metadata().file_metadata().schema_descr(),
+                roots.iter().map(|(_, r)| *r),
+            );
+            // The projected batches order columns as the file does.
+            let mut sorted: Vec<usize> = roots.iter().map(|(_, r)| *r).collect();
+            sorted.sort_unstable();
+            let slots: Vec<usize> = roots
+                .iter()
+                .map(|(_, root)| sorted.iter().position(|r| r == root).unwrap_or_default())
+                .collect();
+            let reader =
+                ParquetObjectReader::new(store, object).with_file_size(extension.file_size);
+            let mut batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, footer)
+                .with_projection(mask)
+                .with_batch_size(KEY_BATCH_ROWS)
+                .build()
+                .map_err(|e| corrupt(&e))?;
+            let mut columns: Vec<Vec<ArrayRef>> = vec![Vec::new(); roots.len()];
+            while let Some(batch) = batches.try_next().await.map_err(|e| corrupt(&e))? {
+                for (column, slot) in columns.iter_mut().zip(&slots) {
+                    column.push(Arc::clone(batch.column(*slot)));
+                }
+            }
+            if let Some((kept, wanted)) = &wanted {
+                for (column, chunks) in wanted.iter().zip(&columns) {
+                    kept.cache.keep_file_column(column, chunks.clone());
+                }
+            }
+            columns
+        }
     };
-    let mut batches = builder
-        .with_projection(mask)
-        .with_batch_size(KEY_BATCH_ROWS)
-        .build()
-        .map_err(|e| corrupt(&e))?;
+    // Each batch's rows (the whole file in one when no key column is read).
+    let batch_rows: Vec<usize> = match columns.first() {
+        Some(chunks) => chunks.iter().map(|c| c.len()).collect(),
+        None => vec![usize::try_from(file_rows).unwrap_or(0)],
+    };
     let mut found = RoaringTreemap::new();
     let mut offset = 0u64;
-    while let Some(batch) = batches.try_next().await.map_err(|e| corrupt(&e))? {
-        let rows = batch.num_rows();
-        let mut deleted: Option<arrow::buffer::BooleanBuffer> = None;
+    for (b, &rows) in batch_rows.iter().enumerate() {
+        let mut deleted: Option<BooleanBuffer> = None;
         for probe in probes {
             let keys = probe
                 .columns
                 .iter()
                 .map(|(id, ty, present)| -> Result<ArrayRef> {
                     let column = present
-                        .then(|| column_of(*id))
+                        .then(|| roots.iter().position(|(known, _)| known == id))
                         .flatten()
-                        .map(|c| batch.column(c));
+                        .and_then(|c| columns.get(c)?.get(b));
                     Ok(match column {
                         Some(a) if a.data_type() == ty => Arc::clone(a),
                         Some(a) => arrow::compute::cast(a, ty)?,
@@ -328,7 +427,16 @@ async fn probe_file(
         }
         offset += rows as u64;
     }
-    Ok(Some(found))
+    Ok(Some((found, from_cache)))
+}
+
+/// Whether the columns `columns` (each a list of arrays) are cut into the same batches.
+fn aligned(columns: &[Vec<ArrayRef>]) -> bool {
+    columns.first().is_none_or(|first| {
+        columns
+            .iter()
+            .all(|c| c.len() == first.len() && c.iter().zip(first).all(|(a, b)| a.len() == b.len()))
+    })
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ use super::cache::{
     DeleteCache, EqualityKey, EqualityPositionsKey, PositionKey, PositionSource, UnionKey,
 };
 use super::equality::{EqualityDeleteSet, canonical_type, read_equality_keys};
+use super::equality_extension::Extended;
 use super::equality_union::{EqualityUnion, MIN_UNION_GROUPS, Members};
 use super::position::{read_deletion_vector, read_position_delete_file};
 use super::position_filter::DeletedPositions;
@@ -92,6 +93,7 @@ struct DeleteMetrics {
     equality_positions_cached: Count,
     equality_positions_recorded: Count,
     equality_positions_extended: Count,
+    equality_key_columns_cached: Count,
     files_without_keys: Count,
     build_time: Time,
 }
@@ -112,6 +114,7 @@ impl DeleteMetrics {
             equality_positions_cached: counter("equality_positions_cached"),
             equality_positions_recorded: counter("equality_positions_recorded"),
             equality_positions_extended: counter("equality_positions_extended"),
+            equality_key_columns_cached: counter("equality_key_columns_cached"),
             files_without_keys: counter("files_read_without_equality_keys"),
             build_time: MetricBuilder::new(metrics).subset_time("delete_build_time", 0),
         }
@@ -380,17 +383,20 @@ impl MergeOnRead {
     /// This state with the equality deletes of some data files (by path as the manifests
     /// name them) already known as positions: those files are read as positional runs with
     /// them (the scan was laid out without their equality groups and key columns).
-    /// `delete_files` equality delete files are counted as applied (from the cache), and
-    /// `extended` files as extended while the scan was planned (`equality_extension`).
+    /// `delete_files` equality delete files are counted as applied (from the cache), and what
+    /// the scan's planning extended (`equality_extension`).
     pub(crate) fn with_cached_equality(
         self,
         cached: HashMap<String, Arc<RoaringTreemap>>,
         delete_files: usize,
-        extended: usize,
+        extended: Extended,
     ) -> Self {
         self.metrics.equality_files.add(delete_files);
         self.metrics.cached_files.add(delete_files);
-        self.metrics.equality_positions_extended.add(extended);
+        self.metrics.equality_positions_extended.add(extended.files);
+        self.metrics
+            .equality_key_columns_cached
+            .add(extended.keys_cached);
         for (file, mode) in self.files.iter().zip(&self.equality_modes) {
             if let Some(positions) = cached.get(&file.path) {
                 self.metrics.equality_positions_cached.add(1);

@@ -26,7 +26,9 @@ mod position_filter;
 
 pub(crate) use cache::EqualityPositionsKey;
 pub use cache::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
-pub(crate) use equality_extension::{EqualityLayout, extend_equality_positions};
+pub(crate) use equality_extension::{
+    EqualityLayout, Extended, KeyColumns, extend_equality_positions,
+};
 pub use index::DeleteFileIndex;
 pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};
 pub(crate) use merge_on_read::{

@@ -43,6 +43,11 @@
 //! decode whole files. A file whose columns turn out larger than the room they were given is
 //! not tried again that way.
 //!
+//! Readers other than scans keep whole-file columns here too ([`FileColumn`]: no byte range,
+//! their own batch size, the file's own type): the key columns a scan's planning reads to extend
+//! a file's equality-deleted positions after an upsert (`deletes::equality_extension`), which
+//! the next commit's extension reads again.
+//!
 //! A file's columns are served from the cache when every projected column is there. Otherwise
 //! the file is read, and its columns are kept once it has been read to its end — but only from
 //! its second whole read on: the first is only remembered. Keeping a file's batches costs fresh
@@ -251,6 +256,63 @@ impl ColumnCache {
                 misses: self.lookups.misses(),
             },
         }
+    }
+}
+
+/// One column of a whole data file, in batches of at most `batch_rows` rows (ending at row-group
+/// ends), as a reader other than a scan reads it: the key columns that extend equality-deleted
+/// positions after an upsert (`deletes::equality_extension`), looked up at every commit.
+#[derive(Debug, Clone)]
+pub(crate) struct FileColumn {
+    pub(crate) source: Arc<ColumnSource>,
+    /// Store URL and object path.
+    pub(crate) file: Arc<str>,
+    pub(crate) size: u64,
+    pub(crate) batch_rows: usize,
+    pub(crate) field_id: i32,
+    /// As the file stores it (before any promotion).
+    pub(crate) data_type: DataType,
+}
+
+impl FileColumn {
+    fn key(&self) -> ColumnKey {
+        ColumnKey {
+            source: Arc::clone(&self.source),
+            file: Arc::clone(&self.file),
+            size: self.size,
+            range: None,
+            batch_rows: self.batch_rows,
+            field_id: self.field_id,
+            data_type: self.data_type.clone(),
+            mask: None,
+        }
+    }
+}
+
+impl ColumnCache {
+    /// The arrays of `column`, when kept ([`ColumnCache::keep_file_column`]).
+    pub(crate) fn file_column(&self, column: &FileColumn) -> Option<Vec<ArrayRef>> {
+        let found = self.columns.as_ref()?.get(&column.key());
+        self.lookups.record(found.is_some());
+        found.map(|c| c.chunks.clone())
+    }
+
+    /// Keeps the arrays of `column` (not past a quarter of the capacity).
+    pub(crate) fn keep_file_column(&self, column: &FileColumn, chunks: Vec<ArrayRef>) {
+        let Some(columns) = &self.columns else {
+            return;
+        };
+        let bytes: usize = chunks.iter().map(|c| c.get_array_memory_size()).sum();
+        if bytes as u64 > self.capacity_bytes / MAX_FILE_SHARE {
+            return;
+        }
+        let cached = CachedColumn {
+            chunks,
+            zones: None,
+            bytes,
+            removed: 0,
+        };
+        columns.insert(column.key(), Arc::new(cached));
     }
 }
 

@@ -15,7 +15,7 @@ mod recipe;
 mod schema_mapping;
 
 pub use column_cache::ColumnCache;
-pub(crate) use column_cache::{CachedScan, ColumnSource, FilteredScan};
+pub(crate) use column_cache::{CachedScan, ColumnSource, FileColumn, FilteredScan};
 pub use exec::IcebergScanExec;
 pub use footer_rewrite::{FooterRewrite, FooterRewritingReaderFactory};
 pub use leaf_projection::{LeafProjectingReaderFactory, LeafProjection};

@@ -21,7 +21,9 @@ use arrow::datatypes::{DataType, Field, Schema};
 use common::{duckdb_rows, query, result_rows, rows_json, run_ddl, session, spark_script};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionContext;
-use petrel_table_provider::{Catalog, FileSystemCatalog, Namespace, SqlCatalog, TableIdent};
+use petrel_table_provider::{
+    Catalog, ColumnCache, FileSystemCatalog, Namespace, ScanPlanner, SqlCatalog, TableIdent,
+};
 use serde_json::{Value, json};
 
 /// Deterministic pseudo-random numbers (xorshift64*).
@@ -116,7 +118,11 @@ fn to_batch(rows: &[Row]) -> RecordBatch {
 /// A session whose single-stream inputs stay one ordered stream (no round-robin spreading):
 /// "the last row of a key" is then the last in the source's order.
 async fn ordered_session(catalogs: Vec<(&str, Arc<dyn Catalog>)>) -> SessionContext {
-    let ctx = session(catalogs);
+    ordered(session(catalogs)).await
+}
+
+/// `ctx` with its single-stream inputs kept one ordered stream ([`ordered_session`]).
+async fn ordered(ctx: SessionContext) -> SessionContext {
     ctx.sql("SET datafusion.optimizer.enable_round_robin_repartition = false")
         .await
         .expect("set")
@@ -488,84 +494,115 @@ async fn model_scan(ctx: &SessionContext, case: &Case, names: &[&str]) -> Vec<us
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upserts_extend_the_positions_recorded_before_them() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_warehouse, catalog) = common::warehouse_with_db(dir.path()).await;
-    let ctx = ordered_session(vec![("iceberg", catalog as Arc<dyn Catalog>)]).await;
-    const COUNTS: [&str; 3] = [
+    const COUNTS: [&str; 4] = [
         "equality_positions_extended",
         "equality_positions_recorded",
         "equality_positions_cached",
+        "equality_key_columns_cached",
     ];
-    // A long key on an unpartitioned table; a composite key on a table partitioned by one of
-    // its columns (its key columns are a long and a string: sets in arrow's row format).
-    for (name, key, partitioned_by, composite) in [
-        ("ids", "id", "", false),
-        ("pairs", "id, region", "region", true),
-    ] {
-        let table = format!("iceberg.db.{name}");
-        run_ddl(&ctx, &create_sql(&table, key, partitioned_by, 2, true)).await;
-        let mut case = Case::new(&table, composite, 400);
-        let mut rng = Rng(0xe7e7_0000 + name.len() as u64);
-        for _ in 0..3 {
-            insert_batch(&ctx, &table, case.batch(&mut rng, 300)).await;
-        }
-        // The first scan records every file's positions, the next finds them.
-        let [extended, recorded, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
-            unreachable!()
+    // Without the decoded-column cache (key columns read at every extension) and with it (as
+    // the server runs: kept from one commit's extension to the next).
+    for column_cache in [false, true] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_warehouse, catalog) = common::warehouse_with_db(dir.path()).await;
+        let catalogs = vec![("iceberg", catalog as Arc<dyn Catalog>)];
+        let ctx = if column_cache {
+            let cache = ColumnCache::new(1 << 30);
+            let planner = Arc::new(ScanPlanner::default().with_column_cache(cache));
+            ordered(common::session_with_planner(catalogs, planner)).await
+        } else {
+            ordered_session(catalogs).await
         };
-        assert_eq!((extended, recorded > 0), (0, true), "{table}: first scan");
-        let [extended, recorded, cached] = model_scan(&ctx, &case, &COUNTS).await[..] else {
-            unreachable!()
-        };
-        assert_eq!((extended, recorded), (0, 0), "{table}: second scan");
-        assert!(cached > 0, "{table}: second scan");
-        // Upserts then a scan: the files' positions are extended by the new groups, one
-        // commit or two behind.
-        for upserts in [1, 2, 1, 3, 1] {
-            for _ in 0..upserts {
+        // A long key on an unpartitioned table; a composite key on a table partitioned by one
+        // of its columns (its key columns are a long and a string: sets in arrow's row format).
+        for (name, key, partitioned_by, composite) in [
+            ("ids", "id", "", false),
+            ("pairs", "id, region", "region", true),
+        ] {
+            let table = format!("iceberg.db.{name}");
+            let at = |step: &str| format!("{table}, column cache {column_cache}: {step}");
+            run_ddl(&ctx, &create_sql(&table, key, partitioned_by, 2, true)).await;
+            let mut case = Case::new(&table, composite, 400);
+            let mut rng = Rng(0xe7e7_0000 + name.len() as u64);
+            for _ in 0..3 {
+                insert_batch(&ctx, &table, case.batch(&mut rng, 300)).await;
+            }
+            // The first scan records every file's positions, the next finds them.
+            let [extended, recorded, _, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+                unreachable!()
+            };
+            assert_eq!((extended, recorded > 0), (0, true), "{}", at("first scan"));
+            let [extended, recorded, cached, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+                unreachable!()
+            };
+            assert_eq!((extended, recorded), (0, 0), "{}", at("second scan"));
+            assert!(cached > 0, "{}", at("second scan"));
+            // Upserts then a scan: the files' positions are extended by the new groups, one
+            // commit or two behind; from the second extension on, the files extended before
+            // find their key columns kept.
+            let mut keys_cached = Vec::new();
+            for upserts in [1, 2, 1, 3, 1] {
+                for _ in 0..upserts {
+                    insert_batch(&ctx, &table, case.batch(&mut rng, 20)).await;
+                }
+                let step = format!("after {upserts} upsert(s)");
+                let [extended, recorded, cached, from_cache] =
+                    model_scan(&ctx, &case, &COUNTS).await[..]
+                else {
+                    unreachable!()
+                };
+                assert_eq!(recorded, 0, "{}", at(&step));
+                assert!(
+                    extended > 0 && extended <= cached && from_cache <= extended,
+                    "{}: {extended} extended, {cached} cached, {from_cache} keys cached",
+                    at(&step)
+                );
+                keys_cached.push(from_cache);
+                let [extended, recorded, _, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+                    unreachable!()
+                };
+                assert_eq!((extended, recorded), (0, 0), "{}", at("repeated"));
+            }
+            if column_cache {
+                assert_eq!(keys_cached[0], 0, "{}: {keys_cached:?}", at("key columns"));
+                assert!(
+                    keys_cached[1..].iter().all(|n| *n > 0),
+                    "{}: {keys_cached:?}",
+                    at("key columns")
+                );
+            } else {
+                assert_eq!(keys_cached, [0; 5], "{}", at("key columns"));
+            }
+            // Rows deleted by position too: files with both kinds of deletes are extended
+            // alike (their equality positions are probed over every row).
+            let sql = format!("DELETE FROM {table} WHERE id % 7 = 0");
+            query(&ctx, &sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            case.model.retain(|(id, _), _| id % 7 != 0);
+            model_scan(&ctx, &case, &COUNTS).await;
+            insert_batch(&ctx, &table, case.batch(&mut rng, 20)).await;
+            let [extended, recorded, _, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+                unreachable!()
+            };
+            assert_eq!(recorded, 0, "{}", at("after the DELETE and an upsert"));
+            assert!(extended > 0, "{}", at("after the DELETE and an upsert"));
+            model_scan(&ctx, &case, &COUNTS).await;
+            // Four commits behind: recorded again while read, as a first scan is.
+            for _ in 0..4 {
                 insert_batch(&ctx, &table, case.batch(&mut rng, 20)).await;
             }
-            let [extended, recorded, cached] = model_scan(&ctx, &case, &COUNTS).await[..] else {
+            let [extended, recorded, _, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
                 unreachable!()
             };
-            assert_eq!(recorded, 0, "{table}: after {upserts} upsert(s)");
-            assert!(
-                extended > 0 && extended <= cached,
-                "{table}: after {upserts} upsert(s): {extended} extended, {cached} cached"
+            assert_eq!(
+                (extended, recorded > 0),
+                (0, true),
+                "{}",
+                at("four upserts behind")
             );
-            let [extended, recorded, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
-                unreachable!()
-            };
-            assert_eq!((extended, recorded), (0, 0), "{table}: repeated");
+            model_scan(&ctx, &case, &COUNTS).await;
         }
-        // Rows deleted by position too: files with both kinds of deletes are extended alike
-        // (their equality positions are probed over every row).
-        let sql = format!("DELETE FROM {table} WHERE id % 7 = 0");
-        query(&ctx, &sql)
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        case.model.retain(|(id, _), _| id % 7 != 0);
-        model_scan(&ctx, &case, &COUNTS).await;
-        insert_batch(&ctx, &table, case.batch(&mut rng, 20)).await;
-        let [extended, recorded, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
-            unreachable!()
-        };
-        assert_eq!(recorded, 0, "{table}: after the DELETE and an upsert");
-        assert!(extended > 0, "{table}: after the DELETE and an upsert");
-        model_scan(&ctx, &case, &COUNTS).await;
-        // Four commits behind: recorded again while read, as a first scan is.
-        for _ in 0..4 {
-            insert_batch(&ctx, &table, case.batch(&mut rng, 20)).await;
-        }
-        let [extended, recorded, _] = model_scan(&ctx, &case, &COUNTS).await[..] else {
-            unreachable!()
-        };
-        assert_eq!(
-            (extended, recorded > 0),
-            (0, true),
-            "{table}: four upserts behind"
-        );
-        model_scan(&ctx, &case, &COUNTS).await;
     }
 }
 

@@ -15,9 +15,10 @@
 //! recorded). A scan reading whole files whose positions were recorded for fewer groups than
 //! they have now (an upsert added some) extends them while it is planned, probing only the
 //! added groups over only their key columns (`equality_extension`,
-//! `equality_positions_extended`). Anything else is probed per batch ([`EqualityMode::Probe`]): against each of
-//! its groups' sets, or, for groups over the same key columns that the scan has many of (a
-//! table upserted by many commits), against their union (`equality_union`), once per row.
+//! `equality_positions_extended`). Anything else is probed per batch
+//! ([`EqualityMode::Probe`]): against each of its groups' sets, or, for groups over the same key
+//! columns that the scan has many of (a table upserted by many commits), against their union
+//! (`equality_union`), once per row.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

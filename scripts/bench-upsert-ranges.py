@@ -138,6 +138,18 @@ def check(table, got, rows, commits, more=()):
         sys.exit(f"{table}: got {got}, want ({count}, {price}, {a})")
 
 
+def timed(cur, table, n, checked):
+    """`n` runs of the query on `table`, each answer passed to `checked`: their times in ms."""
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        cur.execute(QUERY.format(table))
+        got = cur.fetchone()
+        samples.append((time.perf_counter() - t) * 1000)
+        checked(got)
+    return samples
+
+
 def commit_ids(table, rows, commit):
     """The 20 ids of the `commit`-th commit after the tables were made: new ids appended to
     `plain`, existing ids spread over the range upserted into the others."""
@@ -173,13 +185,7 @@ def after_commits(binaries, warehouse, rounds, rows, commits, count):
                                              "s": pa.array(["u"] * len(ids))})
                             options = {} if table == "plain" else {"upsert": "true"}
                             do_put_ingest(uri, statement_ingest(table, "db", "iceberg", options), data)
-                            samples = []
-                            for _ in range(4):
-                                t = time.perf_counter()
-                                cur.execute(QUERY.format(table))
-                                got = cur.fetchone()
-                                samples.append((time.perf_counter() - t) * 1000)
-                                check(table, got, rows, commits, more)
+                            samples = timed(cur, table, 4, lambda got: check(table, got, rows, commits, more))
                             after[(binary, table)].append(samples[0])
                             repeated[(binary, table)].append(statistics.median(samples[1:]))
             finally:
@@ -251,13 +257,7 @@ def fresh_servers(args):
                     with flightsql.connect(uri) as conn, conn.cursor() as cur:
                         cur.execute("SELECT 1")
                         cur.fetchall()
-                        samples = []
-                        for _ in range(6):
-                            t = time.perf_counter()
-                            cur.execute(QUERY.format(table))
-                            got = cur.fetchone()
-                            samples.append((time.perf_counter() - t) * 1000)
-                            check(table, got, args.rows, args.commits)
+                        samples = timed(cur, table, 6, lambda got: check(table, got, args.rows, args.commits))
                 finally:
                     stop(server, work)
                 first[(binary, table)].append(samples[0])

@@ -6,8 +6,11 @@
 //! (key → last row) in Petrel, then in Spark 3.5 + Iceberg 1.10 and DuckDB 1.5.5 (PyIceberg
 //! 0.12 does not read equality deletes); Spark's `files` shows the equality-delete files with the
 //! key's field ids and only key columns. Within one statement a repeated key keeps its last row;
-//! its rows count against the memory pool. Refused: a partition column outside the key, upserts
-//! without identifier fields, INSERT OVERWRITE; a failed upsert leaves no file and no snapshot.
+//! its rows count against the memory pool. After upserts, a scan extends the equality-deleted
+//! positions recorded before them by the new groups only (key columns read, or kept in the
+//! decoded-column cache), and records again when files are four or more commits behind.
+//! Refused: a partition column outside the key, upserts without identifier fields, INSERT
+//! OVERWRITE; a failed upsert leaves no file and no snapshot.
 
 use crate::common;
 

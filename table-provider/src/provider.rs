@@ -652,22 +652,19 @@ impl IcebergTableProvider {
         // scan reads neither their key columns nor probes their sets.
         // Each group's cache identity, resolved once for the lookup here and the scan's own.
         let group_keys = equality_keys(self.table.io(), &deletes.groups).ok();
-        let cached = |deletes: &MergeLayout| {
-            group_keys
-                .as_deref()
-                .filter(|_| !positional && !deletes.groups.is_empty())
-                .and_then(|keys| {
-                    cached_equality_positions(
-                        self.planner.delete_cache(),
-                        self.table.io(),
-                        &table_name,
-                        &deletes.files,
-                        keys,
-                        &deletes.key_columns,
-                    )
-                })
-        };
-        let mut cached_equality = cached(&deletes);
+        let mut cached_equality = group_keys
+            .as_deref()
+            .filter(|_| !positional && !deletes.groups.is_empty())
+            .and_then(|keys| {
+                cached_equality_positions(
+                    self.planner.delete_cache(),
+                    self.table.io(),
+                    &table_name,
+                    &deletes.files,
+                    keys,
+                    &deletes.key_columns,
+                )
+            });
         // Positions recorded before the last commits added groups: extended by those groups.
         let mut extended = Extended::default();
         if cached_equality.is_none()
@@ -696,9 +693,7 @@ impl IcebergTableProvider {
                 &runtime.memory_pool,
             )
             .await?;
-            if extended.files > 0 {
-                cached_equality = cached(&deletes);
-            }
+            cached_equality = extended.positions.take();
         }
         let equality_files: usize = deletes.groups.iter().map(|g| g.files.len()).sum();
         if cached_equality.is_some() {
@@ -909,7 +904,7 @@ impl IcebergTableProvider {
                 merge
             };
             let merge = match (cached_equality, group_keys) {
-                (Some(cached), _) => merge.with_cached_equality(cached, equality_files, extended),
+                (Some(cached), _) => merge.with_cached_equality(cached, equality_files, &extended),
                 (None, Some(keys)) => merge.with_group_keys(keys),
                 (None, None) => merge,
             };

@@ -12,14 +12,16 @@
 
 use std::hash::BuildHasher;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{DataType, Int64Type};
 use arrow::row::{RowConverter, SortField};
 use futures::TryStreamExt;
 use hashbrown::{DefaultHashBuilder, HashSet, HashTable};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
+use parquet::arrow::async_reader::{
+    AsyncFileReader, ParquetObjectReader, ParquetRecordBatchStreamBuilder,
+};
 
 use crate::error::{Error, Result};
 use crate::io::TableIo;
@@ -70,37 +72,13 @@ pub(crate) async fn read_equality_keys(
         .await
         .map_err(|e| corrupt(&e))?;
     let schema = std::sync::Arc::clone(builder.schema());
-    let mut roots = Vec::with_capacity(field_ids.len());
-    for id in field_ids {
-        let index = schema
-            .fields()
-            .iter()
-            .position(|f| field_id_of(f) == Some(*id))
-            .ok_or_else(|| corrupt(&format!("has no column with field id {id}")))?;
-        roots.push(index);
-    }
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+    let roots = field_roots(&schema, field_ids)
+        .map_err(|id| corrupt(&format!("has no column with field id {id}")))?;
     let fetched = super::position::projected_bytes(builder.metadata(), &roots);
-    let batches: Vec<RecordBatch> = builder
-        .with_projection(mask)
-        .build()
-        .map_err(|e| corrupt(&e))?
-        .try_collect()
-        .await
-        .map_err(|e| corrupt(&e))?;
-    // The projected batches order columns as the file does; put them in field-id order.
-    let mut sorted_roots = roots.clone();
-    sorted_roots.sort_unstable();
+    let chunks = read_roots(builder, &roots).await.map_err(|e| corrupt(&e))?;
     let mut columns = Vec::with_capacity(field_ids.len());
-    for root in &roots {
-        let position = sorted_roots
-            .iter()
-            .position(|r| r == root)
-            .unwrap_or_default();
-        let parts: Vec<&dyn Array> = batches
-            .iter()
-            .map(|b| b.column(position).as_ref())
-            .collect();
+    for (root, parts) in roots.iter().zip(&chunks) {
+        let parts: Vec<&dyn Array> = parts.iter().map(|a| a.as_ref()).collect();
         let column = if parts.is_empty() {
             arrow::array::new_empty_array(schema.field(*root).data_type())
         } else {
@@ -109,6 +87,48 @@ pub(crate) async fn read_equality_keys(
         columns.push(column);
     }
     Ok((canonical_columns(&columns)?, fetched))
+}
+
+/// The root columns of `schema` with field ids `field_ids`, in that order; `Err` names the
+/// first field id no column has.
+pub(crate) fn field_roots(
+    schema: &arrow::datatypes::Schema,
+    field_ids: &[i32],
+) -> std::result::Result<Vec<usize>, i32> {
+    field_ids
+        .iter()
+        .map(|id| {
+            schema
+                .fields()
+                .iter()
+                .position(|f| field_id_of(f) == Some(*id))
+                .ok_or(*id)
+        })
+        .collect()
+}
+
+/// Every row of `builder`'s file, projected to the root columns `roots`: per root (in the
+/// order given), its arrays, one per batch.
+pub(crate) async fn read_roots<T: AsyncFileReader + Unpin + Send + 'static>(
+    builder: ParquetRecordBatchStreamBuilder<T>,
+    roots: &[usize],
+) -> parquet::errors::Result<Vec<Vec<ArrayRef>>> {
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+    // The projected batches order columns as the file does.
+    let mut sorted = roots.to_vec();
+    sorted.sort_unstable();
+    let slots: Vec<usize> = roots
+        .iter()
+        .map(|root| sorted.iter().position(|r| r == root).unwrap_or_default())
+        .collect();
+    let mut batches = builder.with_projection(mask).build()?;
+    let mut columns: Vec<Vec<ArrayRef>> = vec![Vec::new(); roots.len()];
+    while let Some(batch) = batches.try_next().await? {
+        for (column, slot) in columns.iter_mut().zip(&slots) {
+            column.push(std::sync::Arc::clone(batch.column(*slot)));
+        }
+    }
+    Ok(columns)
 }
 
 /// The deleted keys of a group of equality delete files.

@@ -36,19 +36,17 @@ use datafusion::execution::cache::cache_manager::FileMetadataCache;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool};
 use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
 use futures::{StreamExt, TryStreamExt};
-use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
 use roaring::RoaringTreemap;
 
 use super::cache::{DeleteCache, EqualityKey, EqualityPositionsKey};
-use super::equality::EqualityDeleteSet;
+use super::equality::{EqualityDeleteSet, field_roots, read_roots};
 use super::equality_union::MIN_UNION_GROUPS;
 use super::merge_on_read::{EqualityGroup, FileDeletes, keyed_groups, load_equality_sets};
 use crate::error::{Error, Result};
 use crate::io::TableIo;
 use crate::scan::{ColumnCache, ColumnSource, FileColumn, partitioned_file};
-use crate::spec::field_id_of;
 
 /// How many data files are extended at once.
 const EXTEND_CONCURRENCY: usize = 8;
@@ -96,13 +94,22 @@ struct GroupProbe {
 }
 
 /// What [`extend_equality_positions`] did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub(crate) struct Extended {
     /// Data files whose positions were extended (0: none, the scan records as before).
     pub(crate) files: usize,
     /// Of those, the files whose key columns came from the decoded-column cache.
     pub(crate) keys_cached: usize,
+    /// The positions of every data file of the layout with equality deletes, by path as the
+    /// manifests name it (found cached or extended), when all of them are known: the scan is
+    /// laid out with them (as `cached_equality_positions` gives them), without looking them up
+    /// again.
+    pub(crate) positions: Option<HashMap<String, Arc<RoaringTreemap>>>,
 }
+
+/// What extending one data file gave: its path, its positions, whether its key columns came
+/// from the decoded-column cache (`None`: the file cannot be extended).
+type FileExtended = Option<(String, Arc<RoaringTreemap>, bool)>;
 
 /// Extends the equality-deleted positions of the data files of `layout` whose positions are
 /// not cached (module docs).
@@ -115,7 +122,7 @@ pub(crate) async fn extend_equality_positions(
     kept: Option<KeyColumns>,
     pool: &Arc<dyn MemoryPool>,
 ) -> Result<Extended> {
-    let Some(extensions) = plan_extensions(cache, io, table, &layout)? else {
+    let Some((extensions, mut known)) = plan_extensions(cache, io, table, &layout)? else {
         return Ok(Extended::default());
     };
     let added: BTreeSet<usize> = extensions.iter().flat_map(|e| &e.added).copied().collect();
@@ -178,11 +185,8 @@ pub(crate) async fn extend_equality_positions(
                 if group_probes.is_empty() {
                     // Recorded for the same groups (the entry under its list was evicted).
                     let positions = extension.base.unwrap_or_default();
-                    cache.insert_equality_positions(extension.key, positions);
-                    return Ok(Extended {
-                        files: 1,
-                        keys_cached: 0,
-                    });
+                    cache.insert_equality_positions(extension.key, Arc::clone(&positions));
+                    return Ok(Some((extension.path, positions, false)));
                 }
                 let probed = probe_file(
                     &io,
@@ -193,45 +197,52 @@ pub(crate) async fn extend_equality_positions(
                     &group_probes,
                 );
                 let Some((found, keys_cached)) = probed.await? else {
-                    return Ok(Extended::default());
+                    return Ok(None);
                 };
-                let positions = match &extension.base {
+                let positions = Arc::new(match &extension.base {
                     Some(base) => base.as_ref() | &found,
                     None => found,
-                };
-                cache.insert_equality_positions(extension.key, Arc::new(positions));
-                Ok::<_, Error>(Extended {
-                    files: 1,
-                    keys_cached: usize::from(keys_cached),
-                })
+                });
+                cache.insert_equality_positions(extension.key, Arc::clone(&positions));
+                Ok::<FileExtended, Error>(Some((extension.path, positions, keys_cached)))
             });
             task.join()
                 .await
                 .map_err(|e| Error::DataFusion(DataFusionError::ExecutionJoin(Box::new(e))))?
         });
     }
-    let extended = futures::stream::iter(tasks)
+    let results: Vec<FileExtended> = futures::stream::iter(tasks)
         .buffer_unordered(EXTEND_CONCURRENCY)
-        .try_fold(Extended::default(), |total, one| async move {
-            Ok(Extended {
-                files: total.files + one.files,
-                keys_cached: total.keys_cached + one.keys_cached,
-            })
-        })
+        .try_collect()
         .await?;
     drop(reservation);
+    let mut extended = Extended::default();
+    let mut complete = true;
+    for result in results {
+        match result {
+            Some((path, positions, keys_cached)) => {
+                extended.files += 1;
+                extended.keys_cached += usize::from(keys_cached);
+                known.insert(path, positions);
+            }
+            None => complete = false,
+        }
+    }
+    extended.positions = complete.then_some(known);
     Ok(extended)
 }
 
-/// The files of `layout` to extend, or `None` when the scan should record as before (module
-/// docs).
+/// The files of `layout` to extend, and the positions of the others (found cached, by path);
+/// `None` when the scan should record as before (module docs).
+#[allow(clippy::type_complexity)]
 fn plan_extensions(
     cache: &DeleteCache,
     io: &TableIo,
     table: &str,
     layout: &EqualityLayout<'_>,
-) -> Result<Option<Vec<Extension>>> {
+) -> Result<Option<(Vec<Extension>, HashMap<String, Arc<RoaringTreemap>>)>> {
     let mut extensions = Vec::new();
+    let mut known = HashMap::new();
     let mut any_base = false;
     for file in layout
         .files
@@ -240,7 +251,8 @@ fn plan_extensions(
     {
         let (data, keyed) = keyed_groups(io, table, file, layout.group_keys, layout.key_columns)?;
         let key: EqualityPositionsKey = (data, keyed.iter().map(|(k, _)| k.clone()).collect());
-        if cache.equality_positions(&key).is_some() {
+        if let Some(positions) = cache.equality_positions(&key) {
+            known.insert(file.path.clone(), positions);
             continue;
         }
         let recorded = cache
@@ -262,7 +274,7 @@ fn plan_extensions(
             added,
         });
     }
-    Ok((any_base && !extensions.is_empty()).then_some(extensions))
+    Ok((any_base && !extensions.is_empty()).then_some((extensions, known)))
 }
 
 /// The groups of `current` (sorted, each with its index in the scan) that `recorded` (sorted)
@@ -314,20 +326,16 @@ async fn probe_file(
         ArrowReaderMetadata::try_new(footer, ArrowReaderOptions::new()).map_err(|e| corrupt(&e))?;
     let schema = Arc::clone(footer.schema());
     // The file's root column of each key field the probes read.
-    let mut roots: Vec<(i32, usize)> = Vec::new();
+    let mut ids: Vec<i32> = Vec::new();
     for (id, _, present) in probes.iter().flat_map(|p| &p.columns) {
-        if !present || roots.iter().any(|(known, _)| known == id) {
-            continue;
-        }
-        match schema
-            .fields()
-            .iter()
-            .position(|f| field_id_of(f) == Some(*id))
-        {
-            Some(root) => roots.push((*id, root)),
-            None => return Ok(None),
+        if *present && !ids.contains(id) {
+            ids.push(*id);
         }
     }
+    let Ok(found_roots) = field_roots(&schema, &ids) else {
+        return Ok(None);
+    };
+    let roots: Vec<(i32, usize)> = ids.into_iter().zip(found_roots).collect();
     // The key columns as kept, and per key column (in `roots` order) its arrays when they are.
     let wanted: Option<(&KeyColumns, Vec<FileColumn>)> = kept.map(|kept| {
         let file: Arc<str> = extension.key.0.0.as_str().into();
@@ -344,41 +352,22 @@ async fn probe_file(
             .collect();
         (kept, columns)
     });
-    let cached = wanted.as_ref().and_then(|(kept, wanted)| {
-        wanted
-            .iter()
-            .map(|c| kept.cache.file_column(c))
-            .collect::<Option<Vec<_>>>()
-    });
-    let cached = cached.filter(|c| aligned(c));
+    let cached = wanted
+        .as_ref()
+        .filter(|_| !roots.is_empty())
+        .and_then(|(kept, wanted)| kept.cache.file_columns(wanted));
     let from_cache = cached.is_some();
     let columns = match cached {
         Some(columns) => columns,
+        // No key column in the scan schema: every key is null, nothing to read.
+        None if roots.is_empty() => Vec::new(),
         None => {
-            let mask = ProjectionMask::roots(
-                footer.metadata().file_metadata().schema_descr(),
-                roots.iter().map(|(_, r)| *r),
-            );
-            // The projected batches order columns as the file does.
-            let mut sorted: Vec<usize> = roots.iter().map(|(_, r)| *r).collect();
-            sorted.sort_unstable();
-            let slots: Vec<usize> = roots
-                .iter()
-                .map(|(_, root)| sorted.iter().position(|r| r == root).unwrap_or_default())
-                .collect();
             let reader =
                 ParquetObjectReader::new(store, object).with_file_size(extension.file_size);
-            let mut batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, footer)
-                .with_projection(mask)
-                .with_batch_size(KEY_BATCH_ROWS)
-                .build()
-                .map_err(|e| corrupt(&e))?;
-            let mut columns: Vec<Vec<ArrayRef>> = vec![Vec::new(); roots.len()];
-            while let Some(batch) = batches.try_next().await.map_err(|e| corrupt(&e))? {
-                for (column, slot) in columns.iter_mut().zip(&slots) {
-                    column.push(Arc::clone(batch.column(*slot)));
-                }
-            }
+            let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, footer)
+                .with_batch_size(KEY_BATCH_ROWS);
+            let roots: Vec<usize> = roots.iter().map(|(_, root)| *root).collect();
+            let columns = read_roots(builder, &roots).await.map_err(|e| corrupt(&e))?;
             if let Some((kept, wanted)) = &wanted {
                 for (column, chunks) in wanted.iter().zip(&columns) {
                     kept.cache.keep_file_column(column, chunks.clone());
@@ -428,15 +417,6 @@ async fn probe_file(
         offset += rows as u64;
     }
     Ok(Some((found, from_cache)))
-}
-
-/// Whether the columns `columns` (each a list of arrays) are cut into the same batches.
-fn aligned(columns: &[Vec<ArrayRef>]) -> bool {
-    columns.first().is_none_or(|first| {
-        columns
-            .iter()
-            .all(|c| c.len() == first.len() && c.iter().zip(first).all(|(a, b)| a.len() == b.len()))
-    })
 }
 
 #[cfg(test)]

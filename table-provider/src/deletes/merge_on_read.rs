@@ -390,7 +390,7 @@ impl MergeOnRead {
         self,
         cached: HashMap<String, Arc<RoaringTreemap>>,
         delete_files: usize,
-        extended: Extended,
+        extended: &Extended,
     ) -> Self {
         self.metrics.equality_files.add(delete_files);
         self.metrics.cached_files.add(delete_files);

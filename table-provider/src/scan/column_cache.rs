@@ -290,11 +290,13 @@ impl FileColumn {
 }
 
 impl ColumnCache {
-    /// The arrays of `column`, when kept ([`ColumnCache::keep_file_column`]).
-    pub(crate) fn file_column(&self, column: &FileColumn) -> Option<Vec<ArrayRef>> {
-        let found = self.columns.as_ref()?.get(&column.key());
+    /// The arrays of each of `columns` (columns of one file), when all are kept, cut into the
+    /// same batches ([`ColumnCache::keep_file_column`]).
+    pub(crate) fn file_columns(&self, columns: &[FileColumn]) -> Option<Vec<Vec<ArrayRef>>> {
+        let keys: Vec<ColumnKey> = columns.iter().map(FileColumn::key).collect();
+        let found = cached_columns(self.columns.as_ref()?, &keys);
         self.lookups.record(found.is_some());
-        found.map(|c| c.chunks.clone())
+        Some(found?.iter().map(|c| c.chunks.clone()).collect())
     }
 
     /// Keeps the arrays of `column` (not past a quarter of the capacity).

@@ -5,13 +5,16 @@
 //! payloads, never are). A single integer key is kept as a bitset over the keys' range when
 //! the keys are dense enough for it to be no larger than a hash set (ids, sequence numbers:
 //! one bit a value in range, probed without hashing), else as a `HashSet<i64>` (8 bytes a key
-//! plus the table's control bytes); any other key as arrow row-format bytes in one arena with
+//! plus the table's control bytes) with the same keys sorted beside it, so that a batch whose
+//! values' range holds none of the keys, or a few, is answered without hashing (an upsert's
+//! few keys against files written in key order); any other key as arrow row-format bytes in one arena with
 //! a hash table of offsets. Nulls compare equal to nulls, as the spec says. Key columns are
 //! first cast to a canonical type (int→long, float→double, any decimal to 38 digits, strings
 //! and binaries to one width) so that promoted columns still match.
 
 use std::hash::BuildHasher;
 
+use arrow::array::BooleanBufferBuilder;
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::buffer::BooleanBuffer;
 use arrow::datatypes::{DataType, Int64Type};
@@ -160,8 +163,12 @@ pub(crate) enum SetKey<'a> {
 /// A set of 64-bit integer keys.
 #[derive(Debug)]
 pub(crate) enum LongKeys {
-    /// Keys spread thinly: a hash set.
-    Hashed(HashSet<i64>),
+    /// Keys spread thinly: a hash set, and the same keys sorted (a batch is first narrowed to
+    /// the keys within its values' range: often none or a few, see [`LongKeys::probe`]).
+    Hashed {
+        keys: HashSet<i64>,
+        sorted: Vec<i64>,
+    },
     /// Keys dense in `min ..= min + span - 1`: bit `k - min` is set for each key `k`.
     Dense { min: i64, span: u64, bits: Vec<u64> },
 }
@@ -169,6 +176,14 @@ pub(crate) enum LongKeys {
 /// A bitset is chosen when it needs at most this many bits per key (16 bytes a key, about
 /// what a hash set of `i64` holds per key at its usual load).
 const DENSE_BITS_PER_KEY: u128 = 128;
+
+/// A batch whose values' range holds at most this many keys of a hash set is probed by
+/// comparing each value with those keys (a vectorised pass per key) instead of hashing it.
+const FEW_KEYS: usize = 8;
+
+/// A sorted batch is searched key by key when it has at least this many rows per key in its
+/// range (two binary searches a key against a probe of every row).
+const RUN_ROWS_PER_KEY: usize = 16;
 
 impl LongKeys {
     /// The set of the non-null values of `columns`.
@@ -195,13 +210,15 @@ impl LongKeys {
             keys.extend(column.iter().flatten());
         }
         keys.shrink_to_fit();
-        LongKeys::Hashed(keys)
+        let mut sorted: Vec<i64> = keys.iter().copied().collect();
+        sorted.sort_unstable();
+        LongKeys::Hashed { keys, sorted }
     }
 
     /// Distinct keys.
     fn len(&self) -> usize {
         match self {
-            LongKeys::Hashed(keys) => keys.len(),
+            LongKeys::Hashed { keys, .. } => keys.len(),
             LongKeys::Dense { bits, .. } => bits.iter().map(|w| w.count_ones() as usize).sum(),
         }
     }
@@ -209,7 +226,9 @@ impl LongKeys {
     /// Bytes held.
     fn memory_size(&self) -> usize {
         match self {
-            LongKeys::Hashed(keys) => keys.allocation_size(),
+            LongKeys::Hashed { keys, sorted } => {
+                keys.allocation_size() + sorted.capacity() * std::mem::size_of::<i64>()
+            }
             LongKeys::Dense { bits, .. } => bits.capacity() * std::mem::size_of::<u64>(),
         }
     }
@@ -217,7 +236,7 @@ impl LongKeys {
     /// Calls `each` with every key.
     fn for_each(&self, mut each: impl FnMut(i64)) {
         match self {
-            LongKeys::Hashed(keys) => keys.iter().for_each(|k| each(*k)),
+            LongKeys::Hashed { sorted, .. } => sorted.iter().for_each(|k| each(*k)),
             LongKeys::Dense { min, bits, .. } => {
                 for (w, word) in bits.iter().enumerate() {
                     let mut word = *word;
@@ -232,6 +251,19 @@ impl LongKeys {
     }
 
     /// Which of `values` are keys (`nulls`: rows that are null, answered `null_deleted`).
+    ///
+    /// The batch's values' range is taken first (one vectorised pass): data files are often
+    /// written in key order (ids loaded in batches, tables sorted by their key), so a batch
+    /// spans a narrow range that holds no key of an upsert's set, or a few. Then:
+    /// - no key in the range (a bitset's words over it all zero): nothing is probed;
+    /// - sorted values with at most one key per [`RUN_ROWS_PER_KEY`] rows in their range: each
+    ///   key's rows are found by binary search;
+    /// - at most [`FEW_KEYS`] keys of a hash set in the range: one comparison pass per key;
+    /// - else every row is looked up (the bitset's words are looked through first only when
+    ///   there are fewer of them than an eighth of the rows).
+    ///
+    /// Null slots' values count in the range and the sort order like any value (they can only
+    /// make the batch take a later case) and are answered from `nulls` at the end.
     fn probe(
         &self,
         values: &[i64],
@@ -239,14 +271,50 @@ impl LongKeys {
         null_deleted: bool,
     ) -> BooleanBuffer {
         let len = values.len();
+        let (lo, hi) = values
+            .iter()
+            .fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+        // Sorted values (a file written in key order) with few keys in their range: each
+        // key's rows are found by binary search, not by probing every row.
+        let runs = |keys: usize| keys <= len / RUN_ROWS_PER_KEY && values.is_sorted();
         let found = match self {
-            LongKeys::Hashed(keys) => {
-                BooleanBuffer::collect_bool(len, |i| keys.contains(&values[i]))
+            LongKeys::Hashed { keys, sorted } => {
+                let within = &sorted[sorted.partition_point(|k| *k < lo)..];
+                let within = &within[..within.partition_point(|k| *k <= hi)];
+                match within {
+                    [] => BooleanBuffer::new_unset(len),
+                    some if runs(some.len()) => equal_runs(values, some.iter().copied()),
+                    few if few.len() <= FEW_KEYS => equal_to_any(values, few),
+                    _ => BooleanBuffer::collect_bool(len, |i| keys.contains(&values[i])),
+                }
             }
-            LongKeys::Dense { min, span, bits } => BooleanBuffer::collect_bool(len, |i| {
-                let at = values[i].wrapping_sub(*min) as u64;
-                at < *span && (bits[(at >> 6) as usize] >> (at & 63)) & 1 == 1
-            }),
+            LongKeys::Dense { min, span, bits } => {
+                let probe = || {
+                    BooleanBuffer::collect_bool(len, |i| {
+                        let at = values[i].wrapping_sub(*min) as u64;
+                        at < *span && (bits[(at >> 6) as usize] >> (at & 63)) & 1 == 1
+                    })
+                };
+                match dense_words_within(*min, *span, lo, hi) {
+                    None => BooleanBuffer::new_unset(len),
+                    // More words than a probe is worth looking through first.
+                    Some(range) if range.len() >= len / 8 => probe(),
+                    Some(range) => {
+                        let words = &bits[range.clone()];
+                        let count: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+                        if count == 0 {
+                            BooleanBuffer::new_unset(len)
+                        } else if runs(count) {
+                            // Bit `at` of the range is key `min + 64 × range.start + at`.
+                            let base = *min as i128 + ((range.start as i128) << 6);
+                            let keys = set_bits(words).map(|at| (base + at as i128) as i64);
+                            equal_runs(values, keys)
+                        } else {
+                            probe()
+                        }
+                    }
+                }
+            }
         };
         match nulls {
             None => found,
@@ -256,12 +324,71 @@ impl LongKeys {
     }
 }
 
+/// Which of `values` equal one of `keys` (a few): one vectorised comparison pass per key.
+fn equal_to_any(values: &[i64], keys: &[i64]) -> BooleanBuffer {
+    let len = values.len();
+    let mut found = BooleanBuffer::new_unset(len);
+    for key in keys {
+        let equal = BooleanBuffer::collect_bool(len, |i| values[i] == *key);
+        found = &found | &equal;
+    }
+    found
+}
+
+/// Which of `values` (sorted) equal one of `keys` (ascending): each key's run of rows found
+/// by binary search.
+fn equal_runs(values: &[i64], keys: impl Iterator<Item = i64>) -> BooleanBuffer {
+    let len = values.len();
+    let mut found = BooleanBufferBuilder::new(len);
+    let mut at = 0;
+    for key in keys {
+        let start = at + values[at..].partition_point(|v| *v < key);
+        let end = start + values[start..].partition_point(|v| *v <= key);
+        found.append_n(start - at, false);
+        found.append_n(end - start, true);
+        at = end;
+    }
+    found.append_n(len - at, false);
+    found.finish()
+}
+
+/// The words of a bitset of keys from `min` (`span` bits) that cover `lo ..= hi`; `None` when
+/// the ranges do not meet.
+fn dense_words_within(min: i64, span: u64, lo: i64, hi: i64) -> Option<std::ops::Range<usize>> {
+    let last = min as i128 + span as i128 - 1;
+    let from = (lo as i128).max(min as i128);
+    let to = (hi as i128).min(last);
+    if from > to {
+        return None;
+    }
+    let first_word = ((from - min as i128) >> 6) as usize;
+    let last_word = ((to - min as i128) >> 6) as usize;
+    Some(first_word..last_word + 1)
+}
+
+/// The offsets of the set bits of `words`, ascending, from the first word's bit 0.
+fn set_bits(words: &[u64]) -> impl Iterator<Item = u64> + '_ {
+    words.iter().enumerate().flat_map(|(w, word)| {
+        let mut word = *word;
+        std::iter::from_fn(move || {
+            (word != 0).then(|| {
+                let bit = word.trailing_zeros() as u64;
+                word &= word - 1;
+                (w as u64) << 6 | bit
+            })
+        })
+    })
+}
+
 impl EqualityDeleteSet {
     /// Builds a set from key columns (canonical types, one `Vec` per delete file).
     pub(crate) fn build(files: &[Vec<ArrayRef>]) -> Result<Self> {
         let Some(first) = files.first() else {
             return Ok(EqualityDeleteSet::Long {
-                keys: LongKeys::Hashed(HashSet::new()),
+                keys: LongKeys::Hashed {
+                    keys: HashSet::new(),
+                    sorted: Vec::new(),
+                },
                 null_deleted: false,
             });
         };
@@ -523,6 +650,85 @@ mod tests {
                     None => keys.contains(&None),
                 };
                 assert_eq!(got.value(i), want, "probe {p:?} in {keys:?}");
+            }
+        }
+    }
+
+    /// Sets of every shape probed with batches narrow and wide, sorted and not, against a
+    /// model: the narrowing to a batch's range (none, a few or many keys of a hash set; a
+    /// bitset's empty words) must answer exactly as a plain lookup.
+    #[test]
+    fn long_keys_narrowed_to_a_batch_answer_like_a_plain_lookup() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let sets: Vec<Vec<i64>> = vec![
+            vec![42],
+            (0..5).map(|i| i * 1_000_003).collect(),
+            (0..20).map(|i| i * 250_000 + 17).collect(),
+            (0..2_000).map(|i| i * 2_500).collect(),
+            (10_000..10_500).collect(),
+            (0..300).map(|i| i * 64 + 5).collect(),
+            vec![i64::MIN, -1, 0, i64::MAX],
+        ];
+        for keys in sets {
+            let column = arrow::array::Int64Array::from(keys.clone());
+            let set = EqualityDeleteSet::build(&[vec![Arc::new(column) as ArrayRef]]).unwrap();
+            let model: std::collections::HashSet<i64> = keys.iter().copied().collect();
+            let (lo, hi) = (keys[0], keys[keys.len() - 1]);
+            for round in 0..60 {
+                let len = [0, 1, 7, 64, 1000, 8192][round % 6];
+                let start = lo.saturating_add((next() % 6_000_000) as i64 - 500_000);
+                let values: Vec<i64> = match round % 5 {
+                    // Sorted with repeats (four rows a key, as an order's lines), around a key.
+                    4 => {
+                        let key = keys[(next() % keys.len() as u64) as usize];
+                        (0..len as i64)
+                            .map(|i| key.saturating_add(i / 4 - len as i64 / 8))
+                            .collect()
+                    }
+                    // Sorted and narrow, as a file written in key order.
+                    0 => (0..len as i64).map(|i| start.saturating_add(i)).collect(),
+                    // Narrow around a key.
+                    1 => {
+                        let key = keys[(next() % keys.len() as u64) as usize];
+                        (0..len as i64)
+                            .map(|i| key.saturating_add(i - len as i64 / 2))
+                            .collect()
+                    }
+                    // Spread over the set's range.
+                    2 => (0..len)
+                        .map(|_| {
+                            let span = (hi as i128 - lo as i128 + 1) as u128;
+                            (lo as i128 + (next() as u128 % span) as i128) as i64
+                        })
+                        .collect(),
+                    // The keys themselves, with others in between.
+                    _ => (0..len)
+                        .map(|i| {
+                            let key = keys[i % keys.len()];
+                            if i % 2 == 0 { key } else { key.wrapping_add(1) }
+                        })
+                        .collect(),
+                };
+                let got = set
+                    .deleted(
+                        &[Arc::new(arrow::array::Int64Array::from(values.clone())) as ArrayRef],
+                    )
+                    .unwrap();
+                assert_eq!(got.len(), values.len());
+                for (i, v) in values.iter().enumerate() {
+                    assert_eq!(
+                        got.value(i),
+                        model.contains(v),
+                        "value {v} of {} keys",
+                        keys.len()
+                    );
+                }
             }
         }
     }

@@ -1039,7 +1039,7 @@ impl MergeLayout {
                             }
                         }
                     }
-                    _ => positional.push(d.clone()),
+                    _ => positional.push(DeleteFileRef::clone(d)),
                 }
             }
             let mut equality_groups = Vec::with_capacity(by_key.len());

@@ -14,6 +14,7 @@
 //!   together, so that one set still serves them all.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use iceberg::spec::{
     DataContentType, DataFile, ManifestEntryRef, PartitionSpec, PrimitiveLiteral, Struct,
@@ -28,7 +29,9 @@ const POS_FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
 
 #[derive(Debug, Clone)]
 struct Indexed {
-    delete: DeleteFileRef,
+    /// Shared: a table upserted by many commits has each equality delete file apply to
+    /// thousands of data files, and every match hands out a reference, not a copy.
+    delete: Arc<DeleteFileRef>,
     sequence_number: i64,
     /// Lower and upper bounds of a position delete file's `file_path` column.
     path_bounds: Option<(String, String)>,
@@ -74,14 +77,14 @@ impl DeleteFileIndex {
         let file = entry.data_file();
         let format = format!("{:?}", file.file_format()).to_uppercase();
         let base = |kind: DeleteKind| Indexed {
-            delete: DeleteFileRef {
+            delete: Arc::new(DeleteFileRef {
                 path: file.file_path().to_string(),
                 format: format.clone(),
                 kind,
                 record_count: file.record_count(),
                 file_size: file.file_size_in_bytes(),
                 sequence_number,
-            },
+            }),
             sequence_number,
             path_bounds: path_bounds(file),
             equality_metrics: None,
@@ -133,6 +136,22 @@ impl DeleteFileIndex {
         self.count += 1;
     }
 
+    /// Sorts each list of equality delete files by group (sequence number, field ids), as
+    /// matching takes them: call once after the last [`Self::add`], before matching many data
+    /// files (matching sorts an unsorted list itself, per data file).
+    pub fn sort_equality(&mut self) {
+        fn order(d: &Indexed) -> (i64, &[i32]) {
+            match &d.delete.kind {
+                DeleteKind::Equality { field_ids } => (d.sequence_number, field_ids),
+                _ => (d.sequence_number, &[]),
+            }
+        }
+        self.global_eq.sort_by(|a, b| order(a).cmp(&order(b)));
+        for list in self.by_partition_eq.values_mut() {
+            list.sort_by(|a, b| order(a).cmp(&order(b)));
+        }
+    }
+
     /// The delete files that apply to `data` (a data file of spec `spec_id` with data
     /// sequence number `sequence_number`).
     pub fn deletes_for(
@@ -140,7 +159,7 @@ impl DeleteFileIndex {
         data: &DataFile,
         spec_id: i32,
         sequence_number: i64,
-    ) -> Vec<DeleteFileRef> {
+    ) -> Vec<Arc<DeleteFileRef>> {
         self.deletes_for_counting(data, spec_id, sequence_number).0
     }
 
@@ -151,7 +170,7 @@ impl DeleteFileIndex {
         data: &DataFile,
         spec_id: i32,
         sequence_number: i64,
-    ) -> (Vec<DeleteFileRef>, usize) {
+    ) -> (Vec<Arc<DeleteFileRef>>, usize) {
         if self.count == 0 {
             return (Vec::new(), 0);
         }
@@ -179,11 +198,11 @@ impl DeleteFileIndex {
                     list.iter()
                         .filter(positional)
                         .filter(|d| d.may_reference(raw_path))
-                        .map(|d| d.delete.clone()),
+                        .map(|d| Arc::clone(&d.delete)),
                 );
             }
         } else {
-            out.extend(dvs.into_iter().map(|d| d.delete.clone()));
+            out.extend(dvs.into_iter().map(|d| Arc::clone(&d.delete)));
         }
         let candidates: Vec<&Indexed> = self
             .global_eq
@@ -202,7 +221,7 @@ impl DeleteFileIndex {
 fn keep_matching_equality_groups(
     data: &DataFile,
     mut candidates: Vec<&Indexed>,
-    out: &mut Vec<DeleteFileRef>,
+    out: &mut Vec<Arc<DeleteFileRef>>,
 ) -> usize {
     fn field_ids(d: &Indexed) -> &[i32] {
         match &d.delete.kind {
@@ -211,9 +230,15 @@ fn keep_matching_equality_groups(
         }
     }
     // Sorted by group, so that each group is one run (a table may hold thousands of equality
-    // delete files, one set of them per streaming commit).
-    candidates
-        .sort_by(|a, b| (a.sequence_number, field_ids(a)).cmp(&(b.sequence_number, field_ids(b))));
+    // delete files, one set of them per streaming commit). The index's lists are sorted once
+    // ([`DeleteFileIndex::sort_equality`]), so this is a check, not a sort per data file,
+    // unless global and partitioned files both apply.
+    let group_order = |a: &&Indexed, b: &&Indexed| {
+        (a.sequence_number, field_ids(a)).cmp(&(b.sequence_number, field_ids(b)))
+    };
+    if !candidates.is_sorted_by(|a, b| group_order(a, b).is_le()) {
+        candidates.sort_by(group_order);
+    }
     let mut pruned = 0;
     let mut metrics = DataMetrics::new(data);
     for group in candidates
@@ -225,7 +250,7 @@ fn keep_matching_equality_groups(
                 .is_none_or(|delete| metrics.may_match(delete))
         });
         if applies {
-            out.extend(group.iter().map(|d| d.delete.clone()));
+            out.extend(group.iter().map(|d| Arc::clone(&d.delete)));
         } else {
             pruned += group.len();
         }

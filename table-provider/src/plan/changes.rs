@@ -151,6 +151,8 @@ impl ScanPlanner {
             }
         }
 
+        new_deletes.sort_equality();
+        removed_deletes.sort_equality();
         let deletes_changed = !new_deletes.is_empty() || !removed_deletes.is_empty();
         // The deletes live at P (for the before side) and at S (the after side).
         let parent = match snapshot.parent_snapshot_id() {
@@ -265,7 +267,7 @@ impl ScanPlanner {
             if !seen.insert(entry.file.file_path().to_string()) {
                 continue;
             }
-            let before: Vec<DeleteFileRef> =
+            let before: Vec<std::sync::Arc<DeleteFileRef>> =
                 before_index.deletes_for(&entry.file, entry.spec_id, entry.sequence_number);
             let after = after_index.deletes_for(&entry.file, entry.spec_id, entry.sequence_number);
             shared_files.insert(entry.file.file_path().to_string());
@@ -377,6 +379,7 @@ impl ScanPlanner {
                 index.add(entry, seq, spec);
             }
         }
+        index.sort_equality();
         Ok((index, loaded.len()))
     }
 }

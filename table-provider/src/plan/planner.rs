@@ -239,6 +239,7 @@ impl ScanPlanner {
                 deletes.add(entry, seq, spec);
             }
         }
+        deletes.sort_equality();
         metrics.delete_files = deletes.len();
 
         let limit = request.limit.filter(|_| request.filter.is_true());
@@ -410,7 +411,7 @@ fn split_file(
     file: DataFileRef,
     split_offsets: Option<&[i64]>,
     split_size: u64,
-    deletes: Vec<crate::plan::DeleteFileRef>,
+    deletes: Vec<std::sync::Arc<crate::plan::DeleteFileRef>>,
     out: &mut Vec<ScanTask>,
 ) {
     let size = file.file_size;
@@ -467,7 +468,7 @@ pub(super) fn split_file_tasks(
     data: DataFileRef,
     file: &DataFile,
     split_size: u64,
-    deletes: Vec<crate::plan::DeleteFileRef>,
+    deletes: Vec<std::sync::Arc<crate::plan::DeleteFileRef>>,
     out: &mut Vec<ScanTask>,
 ) {
     split_file(data, file.split_offsets(), split_size, deletes, out);

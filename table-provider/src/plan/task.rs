@@ -4,6 +4,8 @@
 //! Planning produces them; execution (here, or later on a distributed engine) consumes them.
 //! Paths are logical (as the metadata wrote them); IO maps them.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// What a delete file removes.
@@ -78,5 +80,5 @@ pub struct ScanTask {
     /// Whether the task covers the whole file.
     pub whole_file: bool,
     /// Delete files applying to this data file.
-    pub deletes: Vec<DeleteFileRef>,
+    pub deletes: Vec<Arc<DeleteFileRef>>,
 }

@@ -385,7 +385,7 @@ mod tests {
             start,
             length,
             whole_file: false,
-            deletes,
+            deletes: deletes.into_iter().map(std::sync::Arc::new).collect(),
         }
     }
 

@@ -73,7 +73,7 @@ pub(crate) async fn metadata_statistics(
         {
             return Ok(None);
         }
-        selected.insert(task.file.path.as_str(), task.deletes.first());
+        selected.insert(task.file.path.as_str(), task.deletes.first().map(|d| &**d));
     }
     let any_deletes = selected.values().any(Option::is_some);
     let name = table.ident().to_string();

@@ -79,6 +79,7 @@ pub struct ScanTask {
     pub length: u64,
     /// Whether the task covers the whole file.
     pub whole_file: bool,
-    /// Delete files applying to this data file.
+    /// Delete files applying to this data file, shared with the other tasks they apply to
+    /// (an upsert's delete file applies to every older data file its bounds meet).
     pub deletes: Vec<Arc<DeleteFileRef>>,
 }

@@ -50,7 +50,7 @@ use crate::catalog::{Catalog, LoadedTable, RefKind};
 use crate::commit::TableReplacement;
 use crate::deletes::{
     EqualityGroup, EqualityLayout, Extended, FileDeletes, KeyColumns, MergeOnRead,
-    cached_equality_positions, equality_keys, extend_equality_positions, key_type,
+    cached_equality_positions, equality_keys, extend_equality_positions, group_entries, key_type,
 };
 use crate::dml::{IcebergCommitExec, IcebergWriteExec, WriteMode};
 use crate::error::{Error, Result};
@@ -652,31 +652,33 @@ impl IcebergTableProvider {
         // scan reads neither their key columns nor probes their sets.
         // Each group's cache identity, resolved once for the lookup here and the scan's own.
         let group_keys = equality_keys(self.table.io(), &deletes.groups).ok();
-        let mut cached_equality = group_keys
+        // Their entries in the data files' positions keys, shared by every file's key.
+        let entries = group_keys
             .as_deref()
             .filter(|_| !positional && !deletes.groups.is_empty())
-            .and_then(|keys| {
-                cached_equality_positions(
-                    self.planner.delete_cache(),
-                    self.table.io(),
-                    &table_name,
-                    &deletes.files,
-                    keys,
-                    &deletes.key_columns,
-                )
-            });
+            .map(|keys| group_entries(keys, &deletes.key_columns));
+        let mut cached_equality = entries.as_deref().and_then(|entries| {
+            cached_equality_positions(
+                self.planner.delete_cache(),
+                self.table.io(),
+                &table_name,
+                &deletes.files,
+                entries,
+            )
+        });
         // Positions recorded before the last commits added groups: extended by those groups.
         let mut extended = Extended::default();
         if cached_equality.is_none()
             && whole_files
             && !positional
             && let Some(keys) = group_keys.as_deref()
-            && !deletes.groups.is_empty()
+            && let Some(entries) = entries.as_deref()
         {
             let layout = EqualityLayout {
                 files: &deletes.files,
                 groups: &deletes.groups,
                 group_keys: keys,
+                entries,
                 key_columns: &deletes.key_columns,
             };
             let runtime = state.runtime_env();

@@ -112,9 +112,13 @@ impl Ord for EqualityKey {
     }
 }
 
-/// A data file (physical location, size) and the equality groups applying to it, each with
-/// which of its key columns the scan schema has (a missing one reads as null).
-pub(crate) type EqualityPositionsKey = ((String, u64), Vec<(EqualityKey, Vec<bool>)>);
+/// An equality group as a data file's positions key names it: its identity, and which of its
+/// key columns the scan schema has (a missing one reads as null). Resolved once per scan and
+/// shared by every data file the group applies to.
+pub(crate) type GroupEntry = (EqualityKey, Arc<[bool]>);
+
+/// A data file (physical location, size) and the equality groups applying to it, sorted.
+pub(crate) type EqualityPositionsKey = ((String, u64), Vec<GroupEntry>);
 
 /// Equality groups joined into one index: their identities, sorted.
 pub(crate) type UnionKey = Arc<[EqualityKey]>;
@@ -123,7 +127,7 @@ pub(crate) type UnionKey = Arc<[EqualityKey]>;
 /// key columns, sorted, as in [`EqualityPositionsKey`]) and the positions they delete.
 #[derive(Debug)]
 pub(crate) struct RecordedPositions {
-    pub(crate) groups: Vec<(EqualityKey, Vec<bool>)>,
+    pub(crate) groups: Vec<GroupEntry>,
     pub(crate) positions: Arc<RoaringTreemap>,
 }
 

@@ -40,7 +40,7 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
 use roaring::RoaringTreemap;
 
-use super::cache::{DeleteCache, EqualityKey, EqualityPositionsKey};
+use super::cache::{DeleteCache, EqualityKey, EqualityPositionsKey, GroupEntry};
 use super::equality::{EqualityDeleteSet, field_roots, read_roots};
 use super::equality_union::MIN_UNION_GROUPS;
 use super::merge_on_read::{EqualityGroup, FileDeletes, keyed_groups, load_equality_sets};
@@ -61,6 +61,8 @@ pub(crate) struct EqualityLayout<'a> {
     pub(crate) files: &'a [FileDeletes],
     pub(crate) groups: &'a [EqualityGroup],
     pub(crate) group_keys: &'a [EqualityKey],
+    /// Each group's entry in the data files' positions keys (`group_entries`).
+    pub(crate) entries: &'a [GroupEntry],
     pub(crate) key_columns: &'a [Vec<(Option<usize>, DataType)>],
 }
 
@@ -249,7 +251,7 @@ fn plan_extensions(
         .iter()
         .filter(|f| !f.equality_groups.is_empty())
     {
-        let (data, keyed) = keyed_groups(io, table, file, layout.group_keys, layout.key_columns)?;
+        let (data, keyed) = keyed_groups(io, table, file, layout.entries)?;
         let key: EqualityPositionsKey = (data, keyed.iter().map(|(k, _)| k.clone()).collect());
         if let Some(positions) = cache.equality_positions(&key) {
             known.insert(file.path.clone(), positions);

@@ -41,6 +41,15 @@ struct Indexed {
 }
 
 impl Indexed {
+    /// The equality group it belongs to: files committed together (same data sequence number)
+    /// over the same field ids apply as one set. The order equality lists are kept in.
+    fn group(&self) -> (i64, &[i32]) {
+        match &self.delete.kind {
+            DeleteKind::Equality { field_ids } => (self.sequence_number, field_ids),
+            _ => (self.sequence_number, &[]),
+        }
+    }
+
     /// Whether a position delete file may name `path` (by its `file_path` bounds).
     fn may_reference(&self, path: &str) -> bool {
         match &self.path_bounds {
@@ -140,15 +149,9 @@ impl DeleteFileIndex {
     /// matching takes them: call once after the last [`Self::add`], before matching many data
     /// files (matching sorts an unsorted list itself, per data file).
     pub fn sort_equality(&mut self) {
-        fn order(d: &Indexed) -> (i64, &[i32]) {
-            match &d.delete.kind {
-                DeleteKind::Equality { field_ids } => (d.sequence_number, field_ids),
-                _ => (d.sequence_number, &[]),
-            }
-        }
-        self.global_eq.sort_by(|a, b| order(a).cmp(&order(b)));
+        self.global_eq.sort_by(|a, b| a.group().cmp(&b.group()));
         for list in self.by_partition_eq.values_mut() {
-            list.sort_by(|a, b| order(a).cmp(&order(b)));
+            list.sort_by(|a, b| a.group().cmp(&b.group()));
         }
     }
 
@@ -223,27 +226,16 @@ fn keep_matching_equality_groups(
     mut candidates: Vec<&Indexed>,
     out: &mut Vec<Arc<DeleteFileRef>>,
 ) -> usize {
-    fn field_ids(d: &Indexed) -> &[i32] {
-        match &d.delete.kind {
-            DeleteKind::Equality { field_ids } => field_ids,
-            _ => &[],
-        }
-    }
     // Sorted by group, so that each group is one run (a table may hold thousands of equality
     // delete files, one set of them per streaming commit). The index's lists are sorted once
     // ([`DeleteFileIndex::sort_equality`]), so this is a check, not a sort per data file,
     // unless global and partitioned files both apply.
-    let group_order = |a: &&Indexed, b: &&Indexed| {
-        (a.sequence_number, field_ids(a)).cmp(&(b.sequence_number, field_ids(b)))
-    };
-    if !candidates.is_sorted_by(|a, b| group_order(a, b).is_le()) {
-        candidates.sort_by(group_order);
+    if !candidates.is_sorted_by_key(|d| d.group()) {
+        candidates.sort_by(|a, b| a.group().cmp(&b.group()));
     }
     let mut pruned = 0;
     let mut metrics = DataMetrics::new(data);
-    for group in candidates
-        .chunk_by(|a, b| a.sequence_number == b.sequence_number && field_ids(a) == field_ids(b))
-    {
+    for group in candidates.chunk_by(|a, b| a.group() == b.group()) {
         let applies = group.iter().any(|d| {
             d.equality_metrics
                 .as_ref()

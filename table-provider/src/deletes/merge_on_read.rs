@@ -41,7 +41,8 @@ use roaring::RoaringTreemap;
 use tokio::sync::OnceCell;
 
 use super::cache::{
-    DeleteCache, EqualityKey, EqualityPositionsKey, PositionKey, PositionSource, UnionKey,
+    DeleteCache, EqualityKey, EqualityPositionsKey, GroupEntry, PositionKey, PositionSource,
+    UnionKey,
 };
 use super::equality::{EqualityDeleteSet, canonical_type, read_equality_keys};
 use super::equality_extension::Extended;
@@ -232,6 +233,8 @@ pub struct MergeOnRead {
     /// Each group's cache identity, resolved once per scan (`None`: a delete file's location
     /// does not resolve, and no position is cached or recorded).
     group_keys: std::sync::OnceLock<Option<Vec<EqualityKey>>>,
+    /// Each group's entry in the data files' positions keys (from `group_keys`), built once.
+    group_entries: std::sync::OnceLock<Vec<GroupEntry>>,
     /// Per data file being recorded: the deleted positions found so far and which row groups
     /// the scan's runs have read.
     recording: std::sync::Mutex<HashMap<usize, (RoaringTreemap, Vec<bool>)>>,
@@ -273,6 +276,7 @@ impl MergeOnRead {
             positional_scan: false,
             equality_modes,
             group_keys: std::sync::OnceLock::new(),
+            group_entries: std::sync::OnceLock::new(),
             recording: std::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -341,13 +345,11 @@ impl MergeOnRead {
 
     /// The cache key of a data file's equality-deleted positions.
     fn equality_positions_key(&self, file: &FileDeletes) -> Result<EqualityPositionsKey> {
-        equality_positions_key(
-            &self.io,
-            &self.table,
-            file,
-            self.group_keys()?,
-            &self.key_columns,
-        )
+        let keys = self.group_keys()?;
+        let entries = self
+            .group_entries
+            .get_or_init(|| group_entries(keys, &self.key_columns));
+        equality_positions_key(&self.io, &self.table, file, entries)
     }
 
     /// Each equality group's cache identity (resolved at the first call, unless the scan's
@@ -1002,17 +1004,35 @@ pub(crate) fn equality_keys(io: &TableIo, groups: &[EqualityGroup]) -> Result<Ve
         .collect()
 }
 
+/// Each group's entry in the positions keys of the data files it applies to: its identity
+/// (`group_keys`, from [`equality_keys`]) and which of its key columns the scan schema has
+/// (`key_columns`). Built once per scan, so that a data file's key shares them.
+pub(crate) fn group_entries(
+    group_keys: &[EqualityKey],
+    key_columns: &[Vec<(Option<usize>, DataType)>],
+) -> Vec<GroupEntry> {
+    group_keys
+        .iter()
+        .enumerate()
+        .map(|(g, key)| {
+            let present: Arc<[bool]> = key_columns
+                .get(g)
+                .map(|keys| keys.iter().map(|(c, _)| c.is_some()).collect())
+                .unwrap_or_default();
+            (key.clone(), present)
+        })
+        .collect()
+}
+
 /// The cache key of data file `file`'s equality-deleted positions: its physical identity and,
-/// sorted, its equality groups (`group_keys`: each group's identity, from [`equality_keys`];
-/// `key_columns` says which keys the scan schema has).
+/// sorted, its equality groups' entries (`entries`, from [`group_entries`]).
 fn equality_positions_key(
     io: &TableIo,
     table: &str,
     file: &FileDeletes,
-    group_keys: &[EqualityKey],
-    key_columns: &[Vec<(Option<usize>, DataType)>],
+    entries: &[GroupEntry],
 ) -> Result<EqualityPositionsKey> {
-    let (data, keyed) = keyed_groups(io, table, file, group_keys, key_columns)?;
+    let (data, keyed) = keyed_groups(io, table, file, entries)?;
     Ok((data, keyed.into_iter().map(|(key, _)| key).collect()))
 }
 
@@ -1023,23 +1043,18 @@ pub(crate) fn keyed_groups(
     io: &TableIo,
     table: &str,
     file: &FileDeletes,
-    group_keys: &[EqualityKey],
-    key_columns: &[Vec<(Option<usize>, DataType)>],
-) -> Result<((String, u64), Vec<((EqualityKey, Vec<bool>), usize)>)> {
+    entries: &[GroupEntry],
+) -> Result<((String, u64), Vec<(GroupEntry, usize)>)> {
     let (_, url, object) = io.resolve(&file.path)?;
     let data = (format!("{}{object}", url.as_str()), file.file_size);
     let mut keyed = Vec::with_capacity(file.equality_groups.len());
     for &g in &file.equality_groups {
-        let Some(group) = group_keys.get(g) else {
+        let Some(entry) = entries.get(g) else {
             return Err(Error::InvalidArgument(format!(
                 "table {table}: no equality group #{g}"
             )));
         };
-        let present = key_columns
-            .get(g)
-            .map(|keys| keys.iter().map(|(c, _)| c.is_some()).collect())
-            .unwrap_or_default();
-        keyed.push(((group.clone(), present), g));
+        keyed.push((entry.clone(), g));
     }
     // The groups' order follows manifest loading; their union does not.
     keyed.sort();
@@ -1054,12 +1069,11 @@ pub(crate) fn cached_equality_positions(
     io: &TableIo,
     table: &str,
     files: &[FileDeletes],
-    group_keys: &[EqualityKey],
-    key_columns: &[Vec<(Option<usize>, DataType)>],
+    entries: &[GroupEntry],
 ) -> Option<HashMap<String, Arc<RoaringTreemap>>> {
     let mut out = HashMap::new();
     for file in files.iter().filter(|f| !f.equality_groups.is_empty()) {
-        let key = equality_positions_key(io, table, file, group_keys, key_columns).ok()?;
+        let key = equality_positions_key(io, table, file, entries).ok()?;
         out.insert(file.path.clone(), cache.equality_positions(&key)?);
     }
     (!out.is_empty()).then_some(out)

@@ -32,7 +32,7 @@ pub(crate) use equality_extension::{
 pub use index::DeleteFileIndex;
 pub use merge_on_read::{EqualityGroup, FileDeletes, MergeOnRead};
 pub(crate) use merge_on_read::{
-    EqualityMode, EqualitySets, cached_equality_positions, equality_keys, key_type,
+    EqualityMode, EqualitySets, cached_equality_positions, equality_keys, group_entries, key_type,
 };
 pub(crate) use position::{read_deletion_vector, read_position_delete_file};
 pub(crate) use position_filter::{

@@ -252,9 +252,10 @@ impl LongKeys {
 
     /// Which of `values` are keys (`nulls`: rows that are null, answered `null_deleted`).
     ///
-    /// The batch's values' range is taken first (one vectorised pass): data files are often
-    /// written in key order (ids loaded in batches, tables sorted by their key), so a batch
-    /// spans a narrow range that holds no key of an upsert's set, or a few. Then:
+    /// The batch's values' order and range are taken first: data files are often written in
+    /// key order (ids loaded in batches, tables sorted by their key), so a batch spans a
+    /// narrow range that holds no key of an upsert's set, or a few. A sorted batch's range is
+    /// its ends; only an unsorted one takes a pass for it. Then:
     /// - no key in the range (a bitset's words over it all zero): nothing is probed;
     /// - sorted values with at most one key per [`RUN_ROWS_PER_KEY`] rows in their range: each
     ///   key's rows are found by binary search;
@@ -271,12 +272,16 @@ impl LongKeys {
         null_deleted: bool,
     ) -> BooleanBuffer {
         let len = values.len();
-        let (lo, hi) = values
-            .iter()
-            .fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+        let sorted = ascending(values);
+        let (lo, hi) = match (sorted, values.first(), values.last()) {
+            (true, Some(first), Some(last)) => (*first, *last),
+            _ => values
+                .iter()
+                .fold((i64::MAX, i64::MIN), |(lo, hi), v| (lo.min(*v), hi.max(*v))),
+        };
         // Sorted values (a file written in key order) with few keys in their range: each
         // key's rows are found by binary search, not by probing every row.
-        let runs = |keys: usize| keys <= len / RUN_ROWS_PER_KEY && values.is_sorted();
+        let runs = |keys: usize| sorted && keys <= len / RUN_ROWS_PER_KEY;
         let found = match self {
             LongKeys::Hashed { keys, sorted } => {
                 let within = &sorted[sorted.partition_point(|k| *k < lo)..];
@@ -322,6 +327,26 @@ impl LongKeys {
             Some(nulls) => &found & nulls.inner(),
         }
     }
+}
+
+/// Whether `values` never descend. Compared a block of pairs at a time without stopping inside
+/// a block, so that the comparisons vectorise (the standard `is_sorted` stops at each pair); an
+/// unsorted batch is told from its first descending block.
+fn ascending(values: &[i64]) -> bool {
+    const BLOCK: usize = 256;
+    let mut start = 0;
+    while start + 1 < values.len() {
+        let end = (start + BLOCK).min(values.len() - 1);
+        let descends = values[start..end]
+            .iter()
+            .zip(&values[start + 1..=end])
+            .fold(false, |descends, (a, b)| descends | (a > b));
+        if descends {
+            return false;
+        }
+        start = end;
+    }
+    true
 }
 
 /// Which of `values` equal one of `keys` (a few): one vectorised comparison pass per key.
@@ -657,6 +682,27 @@ mod tests {
     /// Sets of every shape probed with batches narrow and wide, sorted and not, against a
     /// model: the narrowing to a batch's range (none, a few or many keys of a hash set; a
     /// bitset's empty words) must answer exactly as a plain lookup.
+    #[test]
+    fn ascending_agrees_with_is_sorted_across_block_edges() {
+        for len in [0, 1, 2, 3, 255, 256, 257, 511, 512, 513, 1_000] {
+            let sorted: Vec<i64> = (0..len as i64).map(|i| i / 3 - 40).collect();
+            assert!(ascending(&sorted), "sorted, {len} values");
+            // One descent at every pair in turn: the blocks' first, last and shared pairs.
+            for at in 1..len {
+                let mut values = sorted.clone();
+                values[at] = values[at - 1] - 1;
+                assert_eq!(
+                    ascending(&values),
+                    values.is_sorted(),
+                    "descent at {at} of {len}"
+                );
+                assert!(!ascending(&values), "descent at {at} of {len}");
+            }
+        }
+        assert!(ascending(&[i64::MIN, i64::MIN, 0, i64::MAX, i64::MAX]));
+        assert!(!ascending(&[i64::MAX, i64::MIN]));
+    }
+
     #[test]
     fn long_keys_narrowed_to_a_batch_answer_like_a_plain_lookup() {
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;

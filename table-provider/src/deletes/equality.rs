@@ -272,8 +272,8 @@ impl LongKeys {
         null_deleted: bool,
     ) -> BooleanBuffer {
         let len = values.len();
-        let sorted = ascending(values);
-        let (lo, hi) = match (sorted, values.first(), values.last()) {
+        let ascends = ascending(values);
+        let (lo, hi) = match (ascends, values.first(), values.last()) {
             (true, Some(first), Some(last)) => (*first, *last),
             _ => values
                 .iter()
@@ -281,7 +281,7 @@ impl LongKeys {
         };
         // Sorted values (a file written in key order) with few keys in their range: each
         // key's rows are found by binary search, not by probing every row.
-        let runs = |keys: usize| sorted && keys <= len / RUN_ROWS_PER_KEY;
+        let runs = |keys: usize| ascends && keys <= len / RUN_ROWS_PER_KEY;
         let found = match self {
             LongKeys::Hashed { keys, sorted } => {
                 let within = &sorted[sorted.partition_point(|k| *k < lo)..];
@@ -679,9 +679,8 @@ mod tests {
         }
     }
 
-    /// Sets of every shape probed with batches narrow and wide, sorted and not, against a
-    /// model: the narrowing to a batch's range (none, a few or many keys of a hash set; a
-    /// bitset's empty words) must answer exactly as a plain lookup.
+    /// The block-wise order check sees a descent wherever it is, the pair two blocks share
+    /// included, and agrees with the standard library's.
     #[test]
     fn ascending_agrees_with_is_sorted_across_block_edges() {
         for len in [0, 1, 2, 3, 255, 256, 257, 511, 512, 513, 1_000] {
@@ -703,6 +702,9 @@ mod tests {
         assert!(!ascending(&[i64::MAX, i64::MIN]));
     }
 
+    /// Sets of every shape probed with batches narrow and wide, sorted and not, against a
+    /// model: the narrowing to a batch's range (none, a few or many keys of a hash set; a
+    /// bitset's empty words) must answer exactly as a plain lookup.
     #[test]
     fn long_keys_narrowed_to_a_batch_answer_like_a_plain_lookup() {
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;

@@ -650,14 +650,15 @@ impl IcebergTableProvider {
         let mut deletes = MergeLayout::new(plan, &self.arrow_schema, &projection, positional);
         // Equality deletes an earlier scan turned into positions (all of them, or none): the
         // scan reads neither their key columns nor probes their sets.
-        // Each group's cache identity, resolved once for the lookup here and the scan's own.
-        let group_keys = equality_keys(self.table.io(), &deletes.groups).ok();
-        // Their entries in the data files' positions keys, shared by every file's key.
-        let entries = group_keys
-            .as_deref()
-            .filter(|_| !positional && !deletes.groups.is_empty())
+        // Each group's cache identity and present key columns (its entry in the data files'
+        // positions keys), resolved once for the lookup here and the scan's own.
+        let entries = equality_keys(self.table.io(), &deletes.groups)
+            .ok()
             .map(|keys| group_entries(keys, &deletes.key_columns));
-        let mut cached_equality = entries.as_deref().and_then(|entries| {
+        let lookup = entries
+            .as_deref()
+            .filter(|_| !positional && !deletes.groups.is_empty());
+        let mut cached_equality = lookup.and_then(|entries| {
             cached_equality_positions(
                 self.planner.delete_cache(),
                 self.table.io(),
@@ -671,13 +672,11 @@ impl IcebergTableProvider {
         if cached_equality.is_none()
             && whole_files
             && !positional
-            && let Some(keys) = group_keys.as_deref()
-            && let Some(entries) = entries.as_deref()
+            && let Some(entries) = lookup
         {
             let layout = EqualityLayout {
                 files: &deletes.files,
                 groups: &deletes.groups,
-                group_keys: keys,
                 entries,
                 key_columns: &deletes.key_columns,
             };
@@ -905,9 +904,9 @@ impl IcebergTableProvider {
             } else {
                 merge
             };
-            let merge = match (cached_equality, group_keys) {
+            let merge = match (cached_equality, entries) {
                 (Some(cached), _) => merge.with_cached_equality(cached, equality_files, &extended),
-                (None, Some(keys)) => merge.with_group_keys(keys),
+                (None, Some(entries)) => merge.with_group_entries(entries),
                 (None, None) => merge,
             };
             MergeSpec {

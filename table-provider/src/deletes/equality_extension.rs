@@ -40,7 +40,7 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
 use roaring::RoaringTreemap;
 
-use super::cache::{DeleteCache, EqualityKey, EqualityPositionsKey, GroupEntry};
+use super::cache::{DeleteCache, EqualityPositionsKey, GroupEntry};
 use super::equality::{EqualityDeleteSet, field_roots, read_roots};
 use super::equality_union::MIN_UNION_GROUPS;
 use super::merge_on_read::{EqualityGroup, FileDeletes, keyed_groups, load_equality_sets};
@@ -60,7 +60,6 @@ const KEY_BATCH_ROWS: usize = 64 * 1024;
 pub(crate) struct EqualityLayout<'a> {
     pub(crate) files: &'a [FileDeletes],
     pub(crate) groups: &'a [EqualityGroup],
-    pub(crate) group_keys: &'a [EqualityKey],
     /// Each group's entry in the data files' positions keys (`group_entries`).
     pub(crate) entries: &'a [GroupEntry],
     pub(crate) key_columns: &'a [Vec<(Option<usize>, DataType)>],
@@ -130,7 +129,10 @@ pub(crate) async fn extend_equality_positions(
     let added: BTreeSet<usize> = extensions.iter().flat_map(|e| &e.added).copied().collect();
     let mut sets_of = Vec::with_capacity(added.len());
     for &g in &added {
-        let (Some(group), Some(key)) = (layout.groups.get(g), layout.group_keys.get(g)) else {
+        let (Some(group), Some(key)) = (
+            layout.groups.get(g),
+            layout.entries.get(g).map(|(key, _)| key),
+        ) else {
             return Err(Error::InvalidArgument(format!(
                 "table {table}: no equality group #{g}"
             )));

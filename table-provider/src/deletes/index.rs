@@ -17,7 +17,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use iceberg::spec::{
-    DataContentType, DataFile, ManifestEntryRef, PartitionSpec, PrimitiveLiteral, Struct,
+    DataContentType, DataFile, Manifest, ManifestEntryRef, ManifestStatus, PartitionSpec,
+    PrimitiveLiteral, Struct,
 };
 
 use super::equality_bounds::{DataMetrics, DeleteMetrics};
@@ -79,6 +80,24 @@ impl DeleteFileIndex {
     /// Whether no delete file is indexed.
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// The live delete files of delete `manifests`, each given with the data sequence number
+    /// its entries inherit (the manifest's own), sorted for matching.
+    pub fn of_manifests<'m>(manifests: impl IntoIterator<Item = (&'m Manifest, i64)>) -> Self {
+        let mut index = Self::default();
+        for (manifest, inherited) in manifests {
+            let spec = manifest.metadata().partition_spec();
+            for entry in manifest.entries() {
+                if entry.status() == ManifestStatus::Deleted {
+                    continue;
+                }
+                let sequence_number = entry.sequence_number().unwrap_or(inherited);
+                index.add(entry, sequence_number, spec);
+            }
+        }
+        index.sort_equality();
+        index
     }
 
     /// Adds a live delete-manifest entry with its (inherited) data sequence number.
@@ -147,7 +166,8 @@ impl DeleteFileIndex {
 
     /// Sorts each list of equality delete files by group (sequence number, field ids), as
     /// matching takes them: call once after the last [`Self::add`], before matching many data
-    /// files (matching sorts an unsorted list itself, per data file).
+    /// files (matching sorts an unsorted list itself, per data file). [`Self::of_manifests`]
+    /// does.
     pub fn sort_equality(&mut self) {
         self.global_eq.sort_by(|a, b| a.group().cmp(&b.group()));
         for list in self.by_partition_eq.values_mut() {

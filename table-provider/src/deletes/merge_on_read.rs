@@ -230,11 +230,10 @@ pub struct MergeOnRead {
     positional_scan: bool,
     /// Per data file, how its equality deletes are applied (decided once per scan).
     equality_modes: Vec<std::sync::OnceLock<EqualityMode>>,
-    /// Each group's cache identity, resolved once per scan (`None`: a delete file's location
-    /// does not resolve, and no position is cached or recorded).
-    group_keys: std::sync::OnceLock<Option<Vec<EqualityKey>>>,
-    /// Each group's entry in the data files' positions keys (from `group_keys`), built once.
-    group_entries: std::sync::OnceLock<Vec<GroupEntry>>,
+    /// Each group's cache identity and present key columns (its entry in the data files'
+    /// positions keys), resolved once per scan (`None`: a delete file's location does not
+    /// resolve, and no position is cached or recorded).
+    group_entries: std::sync::OnceLock<Option<Vec<GroupEntry>>>,
     /// Per data file being recorded: the deleted positions found so far and which row groups
     /// the scan's runs have read.
     recording: std::sync::Mutex<HashMap<usize, (RoaringTreemap, Vec<bool>)>>,
@@ -275,7 +274,6 @@ impl MergeOnRead {
             metrics: DeleteMetrics::new(metrics),
             positional_scan: false,
             equality_modes,
-            group_keys: std::sync::OnceLock::new(),
             group_entries: std::sync::OnceLock::new(),
             recording: std::sync::Mutex::new(HashMap::new()),
         }
@@ -345,21 +343,19 @@ impl MergeOnRead {
 
     /// The cache key of a data file's equality-deleted positions.
     fn equality_positions_key(&self, file: &FileDeletes) -> Result<EqualityPositionsKey> {
-        let keys = self.group_keys()?;
-        let entries = self
-            .group_entries
-            .get_or_init(|| group_entries(keys, &self.key_columns));
-        equality_positions_key(&self.io, &self.table, file, entries)
+        equality_positions_key(&self.io, &self.table, file, self.group_entries()?)
     }
 
-    /// Each equality group's cache identity (resolved at the first call, unless the scan's
-    /// planning handed them over: [`MergeOnRead::with_group_keys`]).
-    fn group_keys(&self) -> Result<&[EqualityKey]> {
-        match self
-            .group_keys
-            .get_or_init(|| equality_keys(&self.io, &self.groups).ok())
-        {
-            Some(keys) => Ok(keys),
+    /// Each equality group's entry: its cache identity and present key columns (resolved at
+    /// the first call, unless the scan's planning handed them over:
+    /// [`MergeOnRead::with_group_entries`]).
+    fn group_entries(&self) -> Result<&[GroupEntry]> {
+        match self.group_entries.get_or_init(|| {
+            equality_keys(&self.io, &self.groups)
+                .ok()
+                .map(|keys| group_entries(keys, &self.key_columns))
+        }) {
+            Some(entries) => Ok(entries),
             // Resolved again for the error, which names the file.
             None => Err(equality_keys(&self.io, &self.groups)
                 .err()
@@ -372,13 +368,13 @@ impl MergeOnRead {
         }
     }
 
-    /// This state with its groups' cache identities already resolved (`keys`, from
-    /// [`equality_keys`] over the same groups), as the scan's planning resolved them to look
-    /// up cached positions.
-    pub(crate) fn with_group_keys(self, keys: Vec<EqualityKey>) -> Self {
-        if keys.len() == self.groups.len() {
+    /// This state with its groups' entries already resolved (`entries`, from
+    /// [`group_entries`] over the same groups and key columns), as the scan's planning
+    /// resolved them to look up cached positions.
+    pub(crate) fn with_group_entries(self, entries: Vec<GroupEntry>) -> Self {
+        if entries.len() == self.groups.len() {
             // Unset until now: a fresh state.
-            let _ = self.group_keys.set(Some(keys));
+            let _ = self.group_entries.set(Some(entries));
         }
         self
     }
@@ -661,12 +657,15 @@ impl MergeOnRead {
 
     async fn build_equality_sets(&self, ctx: &TaskContext) -> Result<EqualitySets> {
         let table = self.table.as_str();
-        let keys = self.group_keys()?;
+        let entries = self.group_entries()?;
         let loaded = load_equality_sets(
             &self.cache,
             &self.io,
             table,
-            self.groups.iter().zip(keys).collect(),
+            self.groups
+                .iter()
+                .zip(entries.iter().map(|(key, _)| key))
+                .collect(),
         )
         .await?;
         self.metrics.delete_bytes.add(loaded.fetched as usize);
@@ -733,7 +732,8 @@ impl MergeOnRead {
         if self.groups.len() < MIN_UNION_GROUPS {
             return Ok((Vec::new(), places));
         }
-        let keys = self.group_keys()?;
+        let entries = self.group_entries()?;
+        let key = |g: usize| entries.get(g).map(|(key, _)| key);
         let mut classes: HashMap<(&[i32], &[(Option<usize>, DataType)]), Vec<usize>> =
             HashMap::new();
         for (group, (g, columns)) in self.groups.iter().zip(&self.key_columns).enumerate() {
@@ -749,7 +749,7 @@ impl MergeOnRead {
             }
             let mut members: Vec<(EqualityKey, Arc<EqualityDeleteSet>)> = groups
                 .iter()
-                .filter_map(|g| Some((keys.get(*g)?.clone(), Arc::clone(sets.get(*g)?))))
+                .filter_map(|g| Some((key(*g)?.clone(), Arc::clone(sets.get(*g)?))))
                 .collect();
             members.sort_by(|a, b| a.0.cmp(&b.0));
             members.dedup_by(|a, b| a.0 == b.0);
@@ -765,7 +765,7 @@ impl MergeOnRead {
                 }
             };
             for g in groups {
-                if let Some(member) = keys.get(g).and_then(|k| union.member_of(k)) {
+                if let Some(member) = key(g).and_then(|k| union.member_of(k)) {
                     places[g] = Some((unions.len(), member));
                 }
             }
@@ -1008,18 +1008,18 @@ pub(crate) fn equality_keys(io: &TableIo, groups: &[EqualityGroup]) -> Result<Ve
 /// (`group_keys`, from [`equality_keys`]) and which of its key columns the scan schema has
 /// (`key_columns`). Built once per scan, so that a data file's key shares them.
 pub(crate) fn group_entries(
-    group_keys: &[EqualityKey],
+    group_keys: Vec<EqualityKey>,
     key_columns: &[Vec<(Option<usize>, DataType)>],
 ) -> Vec<GroupEntry> {
     group_keys
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(g, key)| {
             let present: Arc<[bool]> = key_columns
                 .get(g)
                 .map(|keys| keys.iter().map(|(c, _)| c.is_some()).collect())
                 .unwrap_or_default();
-            (key.clone(), present)
+            (key, present)
         })
         .collect()
 }

@@ -368,18 +368,11 @@ impl ScanPlanner {
             .cloned()
             .collect();
         let loaded = self.load(table, name, manifests).await?;
-        let mut index = DeleteFileIndex::default();
-        for (mf, manifest) in &loaded {
-            let spec = manifest.metadata().partition_spec();
-            for entry in manifest.entries() {
-                if entry.status() == ManifestStatus::Deleted {
-                    continue;
-                }
-                let seq = entry.sequence_number().unwrap_or(mf.sequence_number);
-                index.add(entry, seq, spec);
-            }
-        }
-        index.sort_equality();
+        let index = DeleteFileIndex::of_manifests(
+            loaded
+                .iter()
+                .map(|(mf, manifest)| (manifest.as_ref(), mf.sequence_number)),
+        );
         Ok((index, loaded.len()))
     }
 }

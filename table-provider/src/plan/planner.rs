@@ -216,7 +216,6 @@ impl ScanPlanner {
         }
 
         // Delete manifests first: their files decide whether a limit can stop early.
-        let mut deletes = DeleteFileIndex::default();
         let fetches = delete_manifests.into_iter().map(|mf| {
             let (cache, io, name) = (self.cache.clone(), io.clone(), name.to_string());
             async move {
@@ -229,17 +228,11 @@ impl ScanPlanner {
             .try_collect()
             .await?;
         metrics.manifests_read += loaded.len();
-        for (manifest_seq, manifest) in &loaded {
-            let spec = manifest.metadata().partition_spec();
-            for entry in manifest.entries() {
-                if entry.status() == ManifestStatus::Deleted {
-                    continue;
-                }
-                let seq = entry.sequence_number().unwrap_or(*manifest_seq);
-                deletes.add(entry, seq, spec);
-            }
-        }
-        deletes.sort_equality();
+        let deletes = DeleteFileIndex::of_manifests(
+            loaded
+                .iter()
+                .map(|(sequence_number, manifest)| (manifest.as_ref(), *sequence_number)),
+        );
         metrics.delete_files = deletes.len();
 
         let limit = request.limit.filter(|_| request.filter.is_true());

@@ -232,6 +232,18 @@ impl Converter<'_> {
         Predicate::True
     }
 
+    /// A NULL truth value (`x op NULL`, or the `NULL` DataFusion folds that to). It is never
+    /// true, so a file is pruned on it like on `false` wherever it is not negated (`NOT` of an
+    /// incomplete conversion is unknown). It is not `false` under `NOT`, so the conversion is
+    /// incomplete: the filter stays above the scan instead of being answered by partition
+    /// values (`x IN ('b', NULL)` on an identity partition column reaches the scan as
+    /// `x = 'b' OR NULL`; answering it exactly as `x = 'b' OR false` once kept no filter
+    /// and pruned nothing).
+    fn null(&mut self) -> Predicate {
+        self.complete = false;
+        Predicate::False
+    }
+
     fn convert(&mut self, expr: &Expr) -> Predicate {
         match expr {
             Expr::BinaryExpr(BinaryExpr { left, op, right }) => match op {
@@ -328,6 +340,7 @@ impl Converter<'_> {
             }
             Expr::Literal(ScalarValue::Boolean(Some(true)), _) => Predicate::True,
             Expr::Literal(ScalarValue::Boolean(Some(false)), _) => Predicate::False,
+            Expr::Literal(value, _) if value.is_null() => self.null(),
             _ => self.unknown(),
         }
     }
@@ -350,8 +363,7 @@ impl Converter<'_> {
             },
         };
         if literal.is_null() {
-            // `x op NULL` is never true.
-            return Predicate::False;
+            return self.null();
         }
         match to_iceberg_literal(literal, &field.field_type) {
             Some(value) => Predicate::Cmp {

@@ -20,6 +20,7 @@ mod delete;
 mod delete_writers;
 mod equality_positions;
 mod footer_cache;
+mod identity_filters;
 mod insert;
 mod merge;
 mod merge_on_read;

@@ -155,7 +155,7 @@ pub async fn filter_manifests(
             .read(&path)
             .await
             .map_err(|e| Error::corrupt(&table, "manifest", &path, e))?;
-        let manifest = Manifest::parse_avro(&bytes)
+        let manifest = crate::spec::parse_manifest(&bytes)
             .map_err(|e| Error::corrupt(&table, "manifest", &path, e))?;
         let spec_id = manifest.metadata().partition_spec().spec_id();
         let entries = live_entries(&manifest, &manifest_file, version)?;

@@ -29,8 +29,7 @@
 use std::collections::HashSet;
 
 use iceberg::spec::{
-    DataContentType, MAIN_BRANCH, Manifest, ManifestContentType, ManifestList, ManifestStatus,
-    Operation,
+    DataContentType, MAIN_BRANCH, ManifestContentType, ManifestList, ManifestStatus, Operation,
 };
 
 use crate::catalog::LoadedTable;
@@ -123,7 +122,7 @@ async fn validate(
                 .read(path)
                 .await
                 .map_err(|e| Error::corrupt(&name, "manifest", path, e))?;
-            let manifest = Manifest::parse_avro(&bytes)
+            let manifest = crate::spec::parse_manifest(&bytes)
                 .map_err(|e| Error::corrupt(&name, "manifest", path, e))?;
             let deletes = matches!(manifest.metadata().content(), ManifestContentType::Deletes);
             let spec = manifest.metadata().partition_spec();

@@ -192,7 +192,7 @@ impl ManifestCache {
             .await
             .map_err(|e| Error::corrupt(table, "manifest", path, e))?;
         let parsed = datafusion::common::runtime::SpawnedTask::spawn_blocking(move || {
-            Manifest::parse_avro(&bytes)
+            crate::spec::parse_manifest(&bytes)
         })
         .join()
         .await

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::{DataContentType, Manifest, ManifestList, ManifestStatus, TableMetadata};
+use iceberg::spec::{DataContentType, ManifestList, ManifestStatus, TableMetadata};
 
 use crate::error::{Error, Result};
 use crate::io::{TableIo, normalize_location};
@@ -128,7 +128,7 @@ impl ManifestReader {
                     Error::corrupt(table.as_str(), "manifest", &manifest, e.to_string())
                 };
                 let bytes = io.read(&manifest).await.map_err(|e| corrupt(&e))?;
-                let parsed = Manifest::parse_avro(&bytes).map_err(|e| corrupt(&e))?;
+                let parsed = crate::spec::parse_manifest(&bytes).map_err(|e| corrupt(&e))?;
                 let live: Vec<(String, DataContentType)> = parsed
                     .entries()
                     .iter()

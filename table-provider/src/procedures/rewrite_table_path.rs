@@ -48,8 +48,8 @@ use arrow::array::{Array, ArrayRef, Int32Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, FormatVersion, Manifest, ManifestContentType,
-    ManifestFile, ManifestList, ManifestListWriter, ManifestStatus, ManifestWriterBuilder,
+    DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile,
+    ManifestList, ManifestListWriter, ManifestStatus, ManifestWriterBuilder,
 };
 use object_store::ObjectStoreExt;
 use parquet::arrow::ArrowWriter;
@@ -472,7 +472,7 @@ impl Relocation<'_> {
             .read(path)
             .await
             .map_err(|e| self.corrupt(path, e))?;
-        let manifest = Manifest::parse_avro(&bytes).map_err(|e| self.corrupt(path, e))?;
+        let manifest = crate::spec::parse_manifest(&bytes).map_err(|e| self.corrupt(path, e))?;
         let metadata = manifest.metadata();
         let schema = Arc::clone(metadata.schema());
         let spec = metadata.partition_spec().clone();

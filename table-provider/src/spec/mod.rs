@@ -3,6 +3,7 @@
 
 mod arrow_types;
 pub mod avro_names;
+mod manifest_avro;
 mod snapshot;
 mod values;
 
@@ -10,5 +11,6 @@ pub use arrow_types::{
     FIELD_ID_KEY, arrow_schema_to_iceberg, field_id_of, iceberg_schema_to_arrow,
     iceberg_type_to_arrow,
 };
+pub use manifest_avro::{decodes_directly, parse_manifest};
 pub use snapshot::{ResolvedSnapshot, SnapshotSelector};
 pub use values::{datum_to_scalar, literal_to_scalar, scalar_to_literal};

@@ -22,6 +22,7 @@ mod equality_positions;
 mod footer_cache;
 mod identity_filters;
 mod insert;
+mod manifest_decoding;
 mod merge;
 mod merge_on_read;
 mod metadata_answers;

@@ -17,6 +17,7 @@ use std::time::Duration;
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::error::Result as BallistaResult;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+use petrel_table_provider::FloatTotalOrder;
 use petrel_table_provider::io::StoreRegistry;
 
 use crate::cluster_codec::{ClusterLogicalCodec, ClusterPhysicalCodec};
@@ -52,6 +53,18 @@ pub struct ExecutorOptions {
 }
 
 /// Runs the executor until the process is stopped (or the scheduler stops it).
+/// Ballista's functions, with Petrel's grouped float `min` / `max` over the built-ins (as the
+/// front end and scheduler plan them).
+fn function_registry() -> ballista_core::registry::BallistaFunctionRegistry {
+    let mut registry = ballista_core::registry::BallistaFunctionRegistry::default();
+    for f in [FloatTotalOrder::min(), FloatTotalOrder::max()] {
+        registry
+            .aggregate_functions
+            .insert(f.name().to_string(), Arc::new(f));
+    }
+    registry
+}
+
 pub async fn run_executor(options: ExecutorOptions) -> BallistaResult<()> {
     let scans = ExecutorScans::new(options.stores.clone());
     let config = ExecutorProcessConfig {
@@ -75,6 +88,7 @@ pub async fn run_executor(options: ExecutorOptions) -> BallistaResult<()> {
         task_scheduling_policy: TaskSchedulingPolicy::PullStaged,
         override_logical_codec: Some(Arc::new(ClusterLogicalCodec::new(scans.clone()))),
         override_physical_codec: Some(Arc::new(ClusterPhysicalCodec::new(scans))),
+        override_function_registry: Some(Arc::new(function_registry())),
         ..ExecutorProcessConfig::default()
     };
     tracing::info!(

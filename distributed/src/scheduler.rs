@@ -59,7 +59,7 @@ pub async fn run_scheduler(options: SchedulerOptions) -> BallistaResult<()> {
         if let Some(slots) = parallelism {
             config = config.with_target_partitions(slots.max(1));
         }
-        Ok(SessionStateBuilder::new()
+        let mut state = SessionStateBuilder::new()
             .with_default_features()
             .with_config(config)
             .with_runtime_env(Arc::new(RuntimeEnvBuilder::new().build()?))
@@ -67,7 +67,9 @@ pub async fn run_scheduler(options: SchedulerOptions) -> BallistaResult<()> {
             .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
             .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
             .with_physical_optimizer_rule(Arc::new(ShipScans::new(session_scans.clone())))
-            .build())
+            .build();
+        petrel_table_provider::float_min_max::register(&mut state)?;
+        Ok(state)
     });
     let timeout = options.executor_timeout.as_secs().max(1);
     let config = SchedulerConfig {

@@ -54,6 +54,7 @@ pub mod ddl;
 pub mod deletes;
 pub mod dml;
 pub mod error;
+pub mod float_min_max;
 pub mod io;
 pub mod maintenance;
 pub mod metadata_tables;
@@ -78,6 +79,7 @@ pub use catalog::{
 };
 pub use deletes::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use error::{Error, Result};
+pub use float_min_max::FloatTotalOrder;
 pub use metadata_tables::{MetadataTableKind, MetadataTableProvider};
 pub use nested_values::NestedValuesTypes;
 pub use plan::{ManifestCache, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, ScanTask};

@@ -19,6 +19,7 @@ mod ddl;
 mod delete;
 mod delete_writers;
 mod equality_positions;
+mod float_min_max;
 mod footer_cache;
 mod identity_filters;
 mod insert;

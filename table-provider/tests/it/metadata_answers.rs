@@ -40,6 +40,9 @@ fn session(catalog: Arc<dyn Catalog>, metadata: bool) -> SessionContext {
         .with_physical_optimizer_rules(rules)
         .build();
     let ctx = SessionContext::new_with_state(state);
+    // The server's `min` / `max` (their answers from statistics are the built-ins').
+    ctx.register_udaf(petrel_table_provider::FloatTotalOrder::min());
+    ctx.register_udaf(petrel_table_provider::FloatTotalOrder::max());
     ctx.register_catalog("iceberg", Arc::new(IcebergCatalogProvider::new(catalog)));
     ctx
 }

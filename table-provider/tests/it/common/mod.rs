@@ -102,6 +102,9 @@ fn session_of(
         .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
         .build();
     let ctx = SessionContext::new_with_state(state);
+    // As the server registers them: grouped float `min` / `max` ordered as ungrouped.
+    ctx.register_udaf(petrel_table_provider::FloatTotalOrder::min());
+    ctx.register_udaf(petrel_table_provider::FloatTotalOrder::max());
     for (name, catalog) in catalogs {
         ctx.register_catalog(
             name,

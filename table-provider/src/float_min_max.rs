@@ -1,0 +1,226 @@
+//! `min` and `max` whose grouped form orders floating-point values as the ungrouped form does.
+//!
+//! DataFusion 53's grouped accumulators for `min` / `max` of floating-point values compare with `partial_cmp` and overwrite the group's value whenever a NaN is
+//! involved, so `SELECT g, max(x) … GROUP BY g` depended on the order of the rows: a NaN
+//! followed by `1.0` gave `1.0`, and a group's `min` could be NaN (apache/datafusion#24432,
+//! fixed upstream after 53). Without `GROUP BY` the same functions order by `total_cmp`: NaN
+//! above every number (Spark's order too), `-0.0` below `0.0`.
+//!
+//! [`FloatTotalOrder`] wraps the built-in `min` or `max` and changes only that: for `Float32`
+//! and `Float64` arguments its grouped accumulator keeps the greatest (least) value by `total_cmp`, starting
+//! from −∞ (+∞) as the upstream fix does. Everything else — the name, coercion, the
+//! ungrouped accumulator, answers from statistics — is the built-in's.
+
+use std::any::Any;
+use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arrow::datatypes::{DataType, FieldRef, Float32Type, Float64Type};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::execution::FunctionRegistry;
+use datafusion::logical_expr::expr::AggregateFunctionParams;
+use datafusion::logical_expr::function::{
+    AccumulatorArgs, AggregateFunctionSimplification, StateFieldsArgs,
+};
+use datafusion::logical_expr::utils::AggregateOrderSensitivity;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, GroupsAccumulator, ReversedUDAF,
+    SetMonotonicity, Signature, StatisticsArgs,
+};
+use datafusion_functions_aggregate_common::aggregate::groups_accumulator::prim_op::PrimitiveGroupsAccumulator;
+
+/// Which of the two functions a [`FloatTotalOrder`] wraps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Extreme {
+    Min,
+    Max,
+}
+
+/// The built-in `min` or `max`, with a grouped accumulator for floats ordered by `total_cmp`.
+#[derive(Debug)]
+pub struct FloatTotalOrder {
+    inner: Arc<AggregateUDF>,
+    extreme: Extreme,
+}
+
+impl FloatTotalOrder {
+    /// `min`, as a function to register over the built-in.
+    pub fn min() -> AggregateUDF {
+        AggregateUDF::new_from_impl(Self {
+            inner: datafusion::functions_aggregate::min_max::min_udaf(),
+            extreme: Extreme::Min,
+        })
+    }
+
+    /// `max`, as a function to register over the built-in.
+    pub fn max() -> AggregateUDF {
+        AggregateUDF::new_from_impl(Self {
+            inner: datafusion::functions_aggregate::min_max::max_udaf(),
+            extreme: Extreme::Max,
+        })
+    }
+
+    /// The float types Iceberg columns map to (`float`, `double`); `Float16` keeps the
+    /// built-in's accumulator.
+    fn is_float(data_type: &DataType) -> bool {
+        matches!(data_type, DataType::Float32 | DataType::Float64)
+    }
+}
+
+impl PartialEq for FloatTotalOrder {
+    fn eq(&self, other: &Self) -> bool {
+        self.extreme == other.extreme
+    }
+}
+
+impl Eq for FloatTotalOrder {}
+
+impl Hash for FloatTotalOrder {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.extreme.hash(state);
+    }
+}
+
+/// A grouped accumulator keeping each group's least or greatest value by `total_cmp`.
+macro_rules! total_order_accumulator {
+    ($data_type:expr, $native:ty, $arrow:ty, $extreme:expr) => {{
+        let keep = match $extreme {
+            Extreme::Max => Ordering::Greater,
+            Extreme::Min => Ordering::Less,
+        };
+        let start = match $extreme {
+            Extreme::Max => <$native>::NEG_INFINITY,
+            Extreme::Min => <$native>::INFINITY,
+        };
+        Box::new(
+            PrimitiveGroupsAccumulator::<$arrow, _>::new($data_type, move |cur, new| {
+                if new.total_cmp(cur) == keep {
+                    *cur = new;
+                }
+            })
+            .with_starting_value(start),
+        ) as Box<dyn GroupsAccumulator>
+    }};
+}
+
+impl AggregateUDFImpl for FloatTotalOrder {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+
+    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
+        self.inner.inner().schema_name(params)
+    }
+
+    fn human_display(&self, params: &AggregateFunctionParams) -> Result<String> {
+        self.inner.inner().human_display(params)
+    }
+
+    fn display_name(&self, params: &AggregateFunctionParams) -> Result<String> {
+        self.inner.inner().display_name(params)
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn return_field(&self, arg_fields: &[FieldRef]) -> Result<FieldRef> {
+        self.inner.return_field(arg_fields)
+    }
+
+    fn is_nullable(&self) -> bool {
+        self.inner.is_nullable()
+    }
+
+    fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        self.inner.accumulator(acc_args)
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        self.inner.state_fields(args)
+    }
+
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        self.inner.groups_accumulator_supported(args)
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        let data_type = args.return_field.data_type().clone();
+        if !Self::is_float(&data_type) {
+            return self.inner.create_groups_accumulator(args);
+        }
+        Ok(match data_type {
+            DataType::Float32 => {
+                total_order_accumulator!(&data_type, f32, Float32Type, self.extreme)
+            }
+            _ => total_order_accumulator!(&data_type, f64, Float64Type, self.extreme),
+        })
+    }
+
+    fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        self.inner.create_sliding_accumulator(args)
+    }
+
+    fn order_sensitivity(&self) -> AggregateOrderSensitivity {
+        self.inner.inner().order_sensitivity()
+    }
+
+    fn simplify(&self) -> Option<AggregateFunctionSimplification> {
+        self.inner.simplify()
+    }
+
+    fn reverse_expr(&self) -> ReversedUDAF {
+        self.inner.reverse_udf()
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+
+    fn is_descending(&self) -> Option<bool> {
+        self.inner.is_descending()
+    }
+
+    fn value_from_stats(&self, statistics_args: &StatisticsArgs) -> Option<ScalarValue> {
+        self.inner.value_from_stats(statistics_args)
+    }
+
+    fn default_value(&self, data_type: &DataType) -> Result<ScalarValue> {
+        self.inner.default_value(data_type)
+    }
+
+    fn supports_null_handling_clause(&self) -> bool {
+        self.inner.inner().supports_null_handling_clause()
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        self.inner.documentation()
+    }
+
+    fn set_monotonicity(&self, data_type: &DataType) -> SetMonotonicity {
+        self.inner.inner().set_monotonicity(data_type)
+    }
+}
+
+/// Registers [`FloatTotalOrder`]'s `min` and `max` in `registry`, over the built-ins.
+pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
+    registry.register_udaf(Arc::new(FloatTotalOrder::min()))?;
+    registry.register_udaf(Arc::new(FloatTotalOrder::max()))?;
+    Ok(())
+}

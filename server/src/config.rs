@@ -18,7 +18,7 @@
 //! column_cache = "1GiB"        # decoded columns kept across queries (default: memory_limit / 8)
 //! max_concurrent_queries = 16
 //! target_partitions = 4
-//! read_only = false            # true: queries only, every INSERT refused
+//! read_only = false            # true: queries only, every write refused
 //! metrics_addr = "127.0.0.1:9464"  # Prometheus metrics at /metrics (default: off)
 //! log_format = "json"          # or "text" (the default)
 //! slow_query_ms = 5000         # queries this slow are logged with their Iceberg scans
@@ -232,7 +232,8 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_TARGET_PARTITIONS")]
     pub target_partitions: Option<usize>,
 
-    /// Refuse every write (INSERT): serve queries only [default: false].
+    /// Refuse every write (DDL, INSERT, DELETE, UPDATE, MERGE, CALL, bulk ingest): serve queries
+    /// only [default: false].
     #[arg(long, env = "PETREL_READ_ONLY")]
     pub read_only: bool,
 
@@ -635,7 +636,8 @@ bind = "127.0.0.1:50051"
 # Serve a non-loopback address without authentication (PETREL_ALLOW_UNAUTHENTICATED_REMOTE).
 allow_unauthenticated_remote = false
 
-# Refuse every write: INSERT fails with PERMISSION_DENIED and only queries run
+# Refuse every write (DDL, INSERT, DELETE, UPDATE, MERGE, CALL, bulk ingest) with
+# PERMISSION_DENIED: only queries run
 # (PETREL_READ_ONLY, --read-only).
 read_only = false
 

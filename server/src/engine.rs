@@ -37,7 +37,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::context::{SQLOptions, SessionConfig, SessionContext, SessionState};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::logical_expr::{DmlStatement, LogicalPlan, LogicalPlanBuilder, WriteOp};
+use datafusion::logical_expr::{DmlStatement, LogicalPlan, Union, WriteOp};
 use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use petrel_table_provider::catalog::Catalog;
 use petrel_table_provider::changes::TableChangesFunction;
@@ -175,6 +175,10 @@ impl QueryEngine {
         if let Some(n) = options.target_partitions {
             config = config.with_target_partitions(n.max(1));
         }
+        // `9999999.99` is the exact decimal it spells, as in Spark, Trino and PostgreSQL, not
+        // the nearest double: compared with a decimal column, a double literal carried its
+        // rounding error into the comparison (`dec >= 9999999.99` missed the row holding it).
+        config.options_mut().sql_parser.parse_float_as_decimal = true;
         // The statements' pools are attached at execution (`query_report::execute`); the
         // template's own is the server-wide pool.
         let runtime = RuntimeEnvBuilder::new()
@@ -204,6 +208,10 @@ impl QueryEngine {
                     .collect(),
             )
             .build();
+        // Grouped `min` / `max` of floats in the same order as ungrouped (NaN greatest).
+        if let Err(e) = petrel_table_provider::float_min_max::register(&mut state) {
+            tracing::warn!(error = %e, "float min/max not registered: DataFusion's are used");
+        }
         for (name, source) in &catalogs {
             let provider: Arc<dyn CatalogProvider> = match source {
                 CatalogSource::Iceberg(c) => Arc::new(IcebergCatalogProvider::with_planner(
@@ -341,13 +349,14 @@ impl QueryEngine {
     }
 
     async fn plan_in(&self, ctx: &SessionContext, sql: &str) -> Result<DataFrame, Status> {
+        let state = ctx.state();
+        crate::sql_limits::check(sql, state.config().options().sql_parser.dialect.as_ref())?;
         let text = normalize_sql(sql);
         let text = petrel_table_provider::rewrite_time_travel(&text)
             .map_err(|e| crate::error::to_status(&e))?;
         // Statements Petrel plans itself (Spark's DDL for Iceberg tables: CREATE/DROP SCHEMA,
         // CREATE TABLE [AS], DROP TABLE) become plans that run when executed, like an INSERT
         // (writes: run once).
-        let state = ctx.state();
         let options = state.config().options();
         let policy = Policy {
             iceberg_catalogs: &self.iceberg_catalogs,
@@ -518,45 +527,39 @@ impl QueryEngine {
             }
             return Ok(unbound);
         }
-        // Planned once; each row binds a copy of the plan.
-        let mut frames = Vec::with_capacity(rows.len());
-        for index in 0..rows.len() {
-            frames.push(bind(unbound.clone(), rows.row(index)?)?);
+        if rows.len() == 1 {
+            return bind(unbound, rows.row(0)?);
         }
-        let rows_len = rows.len();
-        drop(rows);
-        if frames.len() == 1 {
-            return Ok(frames.remove(0));
-        }
-        let mut first: Option<(SessionState, DmlStatement)> = None;
-        let mut inputs = Vec::with_capacity(frames.len());
-        for frame in frames {
-            let (state, plan) = frame.into_parts();
-            // Only INSERTs combine into one statement (their inputs, as one commit); a
-            // DELETE, UPDATE or MERGE per row would each read the table and commit on its own.
-            let dml = match plan {
-                LogicalPlan::Dml(dml) if matches!(dml.op, WriteOp::Insert(_)) => dml,
-                _ => {
-                    return Err(Status::unimplemented(format!(
-                        "{rows_len} bound parameter rows in one execution: only INSERT runs a \
-                         batch of rows as one statement; bind and execute DELETE, UPDATE and \
-                         MERGE one row at a time"
-                    )));
-                }
-            };
-            inputs.push(Arc::clone(&dml.input));
-            if first.is_none() {
-                first = Some((state, dml));
+        // Only INSERTs combine into one statement (their inputs, as one commit); a DELETE,
+        // UPDATE or MERGE per row would each read the table and commit on its own.
+        let binder = Binder::of(unbound.logical_plan())?;
+        let (state, plan) = unbound.into_parts();
+        let dml = match plan {
+            LogicalPlan::Dml(dml) if matches!(dml.op, WriteOp::Insert(_)) => dml,
+            _ => {
+                return Err(Status::unimplemented(format!(
+                    "{} bound parameter rows in one execution: only INSERT runs a batch of rows \
+                     as one statement; bind and execute DELETE, UPDATE and MERGE one row at a \
+                     time",
+                    rows.len()
+                )));
             }
-        }
-        let Some((state, dml)) = first else {
-            return Err(Error::Internal("no statement planned".into()).into());
         };
-        let mut union = LogicalPlanBuilder::from(dml.input.as_ref().clone());
-        for input in inputs.into_iter().skip(1) {
-            union = union.union(input.as_ref().clone()).map_err(df_status)?;
+        // The input planned once, bound per row, under one flat union: a union of two built
+        // row by row nested 10,000 deep, and planning it took minutes.
+        let mut inputs = Vec::with_capacity(rows.len());
+        for index in 0..rows.len() {
+            let values = binder.values(rows.row(index)?)?;
+            let input = dml
+                .input
+                .as_ref()
+                .clone()
+                .with_param_values(values)
+                .map_err(df_status)?;
+            inputs.push(Arc::new(input));
         }
-        let union = union.build().map_err(df_status)?;
+        drop(rows);
+        let union = LogicalPlan::Union(Union::try_new(inputs).map_err(df_status)?);
         let combined = DmlStatement::new(
             dml.table_name.clone(),
             Arc::clone(&dml.target),
@@ -580,8 +583,8 @@ impl QueryEngine {
         let result = async {
             if !is_write(&frame) {
                 return Err(Status::invalid_argument(
-                    "not a write: updates accept INSERT INTO <iceberg table>; run queries \
-                     with CommandStatementQuery",
+                    "not a write: updates accept INSERT, DELETE, UPDATE, MERGE INTO and DDL on \
+                     Iceberg tables; run queries with CommandStatementQuery",
                 ));
             }
             let _permit = self.admission.admit("write").await?;
@@ -703,45 +706,61 @@ impl QueryEngine {
 /// Binds one row of values to the frame's placeholders, casting each to the type DataFusion
 /// inferred for it (clients bind Python ints as Int64 against Int32 columns, say).
 fn bind(frame: DataFrame, values: Vec<ScalarValue>) -> Result<DataFrame, Status> {
-    let types = frame
-        .logical_plan()
-        .get_parameter_types()
-        .map_err(df_status)?;
-    let mut ids: Vec<String> = types.keys().cloned().collect();
-    order_placeholders(&mut ids);
-    if ids.len() != values.len() {
-        return Err(Status::invalid_argument(format!(
-            "the statement has {} parameter(s) but {} value(s) were bound",
-            ids.len(),
-            values.len()
-        )));
+    let values = Binder::of(frame.logical_plan())?.values(values)?;
+    frame.with_param_values(values).map_err(df_status)
+}
+
+/// A plan's placeholders (`$1`, `$2`, …) and the types DataFusion inferred for them, to bind
+/// rows of values to it.
+struct Binder {
+    ids: Vec<String>,
+    types: HashMap<String, Option<DataType>>,
+}
+
+impl Binder {
+    fn of(plan: &LogicalPlan) -> Result<Self, Status> {
+        let types = plan.get_parameter_types().map_err(df_status)?;
+        let mut ids: Vec<String> = types.keys().cloned().collect();
+        order_placeholders(&mut ids);
+        for (i, id) in ids.iter().enumerate() {
+            if id != &format!("${}", i + 1) {
+                return Err(Status::invalid_argument(format!(
+                    "parameters must be numbered $1..${} (found {id})",
+                    ids.len()
+                )));
+            }
+        }
+        Ok(Self { ids, types })
     }
-    let mut bound = Vec::with_capacity(values.len());
-    for (i, (id, value)) in ids.iter().zip(values).enumerate() {
-        if id != &format!("${}", i + 1) {
+
+    /// One row's values, each cast to its placeholder's type.
+    fn values(&self, values: Vec<ScalarValue>) -> Result<ParamValues, Status> {
+        if self.ids.len() != values.len() {
             return Err(Status::invalid_argument(format!(
-                "parameters must be numbered $1..${} (found {id})",
-                ids.len()
+                "the statement has {} parameter(s) but {} value(s) were bound",
+                self.ids.len(),
+                values.len()
             )));
         }
-        let value = match types.get(id).cloned().flatten() {
-            Some(ty) if ty != value.data_type() && !value.is_null() => {
-                // (The value itself stays out of the message, which the query log records.)
-                value.cast_to(&ty).map_err(|_| {
-                    Status::invalid_argument(format!(
-                        "parameter {id}: a {} value cannot be used where {ty} is expected",
-                        value.data_type()
-                    ))
-                })?
-            }
-            Some(ty) if value.is_null() => ScalarValue::try_from(&ty).unwrap_or(value),
-            _ => value,
-        };
-        bound.push(value);
+        let mut bound = Vec::with_capacity(values.len());
+        for (id, value) in self.ids.iter().zip(values) {
+            let value = match self.types.get(id).cloned().flatten() {
+                Some(ty) if ty != value.data_type() && !value.is_null() => {
+                    // (The value itself stays out of the message, which the query log records.)
+                    value.cast_to(&ty).map_err(|_| {
+                        Status::invalid_argument(format!(
+                            "parameter {id}: a {} value cannot be used where {ty} is expected",
+                            value.data_type()
+                        ))
+                    })?
+                }
+                Some(ty) if value.is_null() => ScalarValue::try_from(&ty).unwrap_or(value),
+                _ => value,
+            };
+            bound.push(value);
+        }
+        Ok(ParamValues::from(bound))
     }
-    frame
-        .with_param_values(ParamValues::from(bound))
-        .map_err(df_status)
 }
 
 /// A DoGet ticket never runs a write: writes run once, when GetFlightInfo or DoPut receives

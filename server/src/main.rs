@@ -76,6 +76,11 @@ fn run<E: std::fmt::Display>(
 ) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Planning and evaluating an expression recurse once per level of its tree: 32 MiB
+        // (virtual; pages are touched only as deep as a statement goes) holds the deepest
+        // chain `sql_limits` lets through several times over. Tokio's default, 2 MiB, did
+        // not.
+        .thread_stack_size(32 << 20)
         .build()
     {
         Ok(r) => r,

@@ -247,8 +247,8 @@ fn refuse_ddl(ddl: &DdlStatement) -> Status {
              configured Iceberg catalogs",
         ),
         other => Status::permission_denied(format!(
-            "DDL is not supported ({}): Petrel runs queries, INSERT INTO, and CREATE/DROP \
-             SCHEMA and CREATE/DROP TABLE on Iceberg catalogs",
+            "DDL is not supported ({}): Petrel runs queries, DML and Spark's DDL (schemas, \
+             tables, branches and tags) on Iceberg catalogs",
             other.name()
         )),
     }

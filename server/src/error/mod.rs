@@ -114,10 +114,9 @@ impl Error {
         let text = e.strip_backtrace();
         let text = text.trim_start_matches("Error during planning: ");
         let what = if text.starts_with("DDL") {
-            "DDL is not supported (queries, INSERT INTO, and CREATE/DROP SCHEMA and TABLE on \
-             Iceberg catalogs only)"
+            "DDL is not supported (queries, DML and Spark's DDL on Iceberg catalogs only)"
         } else if text.starts_with("DML") {
-            "write refused (INSERT INTO Iceberg tables only, and none in read-only mode)"
+            "write refused (writes to Iceberg tables only, and none in read-only mode)"
         } else {
             "statement not allowed (only queries are accepted)"
         };

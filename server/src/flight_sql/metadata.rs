@@ -68,20 +68,60 @@ impl TableEntry {
     }
 }
 
-/// SQL LIKE with `%` and `_` (and `\` escaping the next character).
+/// SQL LIKE with `%` and `_` (and `\` escaping the next character), in O(pattern × text)
+/// time and constant stack: a `%` remembers where it matched last, and a mismatch after it
+/// retries from one character further (runs of `%` are one). Patterns come from clients
+/// (GetDbSchemas, GetTables): a recursive matcher overflowed the stack on a pattern of 200,000
+/// `%`, and backtracked exponentially on 60 `%` before an `x`.
 pub(crate) fn like(pattern: &str, text: &str) -> bool {
-    fn go(p: &[char], t: &[char]) -> bool {
-        match p.first() {
-            None => t.is_empty(),
-            Some('%') => (0..=t.len()).any(|i| go(&p[1..], &t[i..])),
-            Some('_') => !t.is_empty() && go(&p[1..], &t[1..]),
-            Some('\\') if p.len() > 1 => t.first() == Some(&p[1]) && go(&p[2..], &t[1..]),
-            Some(c) => t.first() == Some(c) && go(&p[1..], &t[1..]),
+    enum Token {
+        Any,
+        One,
+        Char(char),
+    }
+    let mut tokens = Vec::new();
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        let token = match c {
+            '%' => Token::Any,
+            '_' => Token::One,
+            '\\' => Token::Char(chars.next().unwrap_or('\\')),
+            c => Token::Char(c),
+        };
+        if !(matches!(token, Token::Any) && matches!(tokens.last(), Some(Token::Any))) {
+            tokens.push(token);
         }
     }
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    go(&p, &t)
+    let text: Vec<char> = text.chars().collect();
+    let (mut p, mut t) = (0, 0);
+    // After the last `%` seen: the pattern position past it, and the text position it is
+    // to match from next.
+    let mut retry: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match tokens.get(p) {
+            Some(Token::Any) => {
+                retry = Some((p + 1, t));
+                p += 1;
+            }
+            Some(Token::One) => {
+                p += 1;
+                t += 1;
+            }
+            Some(Token::Char(c)) if *c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match retry {
+                Some((after, from)) => {
+                    retry = Some((after, from + 1));
+                    p = after;
+                    t = from + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    tokens[p..].iter().all(|token| matches!(token, Token::Any))
 }
 
 fn matches(pattern: &Option<String>, text: &str) -> bool {
@@ -510,5 +550,21 @@ mod tests {
         assert!(!like("v2\\_%", "v2xmor"));
         assert!(like("py_ceberg%", "pyiceberg_cow"));
         assert!(!like("db", "dbx"));
+        assert!(like("a%b%c", "axxbyyc"));
+        assert!(!like("a%b%c", "axxbyy"));
+        assert!(like("%ab", "aab"));
+        assert!(like("_%_", "ab"));
+        assert!(!like("_%_", "a"));
+        assert!(like("100\\%", "100%"));
+        assert!(!like("100\\%", "1000"));
+        assert!(like("a\\", "a\\"));
+        assert!(like("", ""));
+        assert!(!like("", "a"));
+        // Client patterns that once overflowed the stack or backtracked for minutes.
+        let many = "%".repeat(200_000);
+        assert!(like(&many, "pyiceberg_cow"));
+        let sixty = format!("{}x", "%".repeat(60));
+        assert!(!like(&sixty, "seabirds"));
+        assert!(like(&sixty, "seabirdsx"));
     }
 }

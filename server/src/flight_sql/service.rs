@@ -30,6 +30,9 @@ use crate::proto::flight_session::{
 use crate::session::SESSION_COOKIE;
 use crate::tickets::Tickets;
 
+/// Longest session option value accepted (a catalog or schema name).
+const MAX_SESSION_VALUE_BYTES: usize = 1024;
+
 type BoxStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 /// Auth + the RPCs arrow-flight's `FlightSqlService` does not route, around
@@ -277,8 +280,16 @@ impl FlightService for PetrelService {
                             continue;
                         }
                     };
+                    let known_catalog =
+                        |c: &str| self.inner.engine().catalogs().iter().any(|(n, _)| n == c);
                     match value.option_value {
-                        Some(session_option_value::OptionValue::StringValue(s)) => {
+                        // A name, not a payload: a session keeps its values for hours. A
+                        // catalog must be one this server serves.
+                        Some(session_option_value::OptionValue::StringValue(s))
+                            if s.len() <= MAX_SESSION_VALUE_BYTES
+                                && !s.contains('\0')
+                                && (key != "catalog" || s.is_empty() || known_catalog(&s)) =>
+                        {
                             updates.push((key.to_string(), s))
                         }
                         None => updates.push((key.to_string(), String::new())),

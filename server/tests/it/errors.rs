@@ -226,3 +226,64 @@ async fn a_broken_catalog_database_is_unavailable_not_empty() {
     let e = tables_with_schemas(&mut client).await.unwrap_err();
     assert_eq!(e.code(), Code::Unavailable, "{e}");
 }
+
+/// Statements and listing patterns that once aborted the server (a stack overflow) or held a
+/// worker for minutes: each is refused with INVALID_ARGUMENT or answered, and the server
+/// still answers afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_and_patterns_that_crashed_the_server_are_refused() {
+    let server = Petrel::start(&[]);
+    let mut client = server.client().await;
+    let chain = |n: usize, op: &str| format!("SELECT {}", vec!["1"; n].join(op));
+    // 2,000 terms overflowed a 2 MiB stack; 5,000 terms: refused before planning.
+    for sql in [
+        chain(5_000, "+"),
+        chain(5_000, " OR 1 = "),
+        vec!["SELECT 1"; 5_000].join(" UNION ALL "),
+        format!("SELECT 1{}", " ".repeat(5 << 20)),
+    ] {
+        let e = query(&mut client, &sql).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{e}");
+        assert!(e.message().contains("over the limit"), "{e}");
+    }
+    let batches = query(&mut client, &chain(300, "+")).await.unwrap();
+    let sum =
+        arrow::compute::cast(batches[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
+    assert_eq!(
+        sum.as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap()
+            .value(0),
+        300
+    );
+    // Listing patterns from the client: 200,000 `%` (a recursive matcher overflowed the stack;
+    // now DataFusion's LIKE refuses it as too large a regex) and 60 `%` before an `x`
+    // (exponential backtracking).
+    for pattern in ["%".repeat(200_000), format!("{}x", "%".repeat(60))] {
+        let schemas = client
+            .get_db_schemas(CommandGetDbSchemas {
+                catalog: None,
+                db_schema_filter_pattern: Some(pattern.clone()),
+            })
+            .await;
+        let tables = client
+            .get_tables(CommandGetTables {
+                table_name_filter_pattern: Some(pattern.clone()),
+                ..Default::default()
+            })
+            .await;
+        for info in [schemas, tables] {
+            let rows = match info {
+                Ok(info) => fetch(&mut client, &info)
+                    .await
+                    .map(|batches| batches.iter().map(|b| b.num_rows()).sum::<usize>()),
+                Err(e) => Err(common::to_status(e)),
+            };
+            match rows {
+                Ok(rows) => assert_eq!(rows > 0, !pattern.ends_with('x'), "{}", pattern.len()),
+                Err(e) => assert_eq!(e.code(), Code::InvalidArgument, "{e}"),
+            }
+        }
+    }
+    run(&mut client, "SELECT count(*) FROM seabirds").await;
+}

@@ -373,3 +373,68 @@ async fn sessions_are_bounded_and_belong_to_their_user() {
         );
     }
 }
+
+/// Session option values are names: one over 1 KiB, one with a NUL, or a catalog the server
+/// does not serve is refused (`InvalidValue`) and the session keeps what it had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_option_values_must_be_names_the_server_knows() {
+    let alice = petrel_server::auth::hash_password("a").unwrap();
+    let server = Petrel::start(&["--user", &format!("alice:{alice}")]);
+    let mut raw = FlightServiceClient::new(server.channel().await);
+    let token = handshake(&mut raw, "alice", "a").await.unwrap();
+    let cookie = set_schema(&mut raw, &token, "information_schema").await;
+    let set = |name: &str, value: String| {
+        let mut req = with_auth(
+            Action {
+                r#type: "SetSessionOptions".into(),
+                body: SetSessionOptionsRequest {
+                    session_options: [(
+                        name.to_string(),
+                        SessionOptionValue {
+                            option_value: Some(session_option_value::OptionValue::StringValue(
+                                value,
+                            )),
+                        },
+                    )]
+                    .into(),
+                }
+                .encode_to_vec()
+                .into(),
+            },
+            &format!("Bearer {token}"),
+        );
+        req.metadata_mut().insert("cookie", cookie.parse().unwrap());
+        req
+    };
+    for (name, value) in [
+        ("schema", "s".repeat(1025)),
+        ("schema", "a\0b".to_string()),
+        ("catalog", "nope".to_string()),
+    ] {
+        let mut stream = raw.do_action(set(name, value)).await.unwrap().into_inner();
+        let body = stream.message().await.unwrap().unwrap().body;
+        let result =
+            petrel_server::proto::flight_session::SetSessionOptionsResult::decode(body).unwrap();
+        assert_eq!(
+            result.errors[name].value,
+            petrel_server::proto::flight_session::set_session_options_result::ErrorValue::InvalidValue
+                as i32,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        schema_of(&mut raw, &token, &cookie).await,
+        "information_schema"
+    );
+    // A known catalog and a name of 1 KiB are taken.
+    let mut stream = raw
+        .do_action(set("schema", "s".repeat(1024)))
+        .await
+        .unwrap()
+        .into_inner();
+    let body = stream.message().await.unwrap().unwrap().body;
+    let result =
+        petrel_server::proto::flight_session::SetSessionOptionsResult::decode(body).unwrap();
+    assert!(result.errors.is_empty(), "{:?}", result.errors);
+    assert_eq!(schema_of(&mut raw, &token, &cookie).await, "s".repeat(1024));
+}

@@ -566,3 +566,50 @@ async fn legacy_client_keeps_the_original_handle() {
     let b = fetch(&mut client, &info).await.unwrap();
     assert_eq!(b[0].column(0).as_string::<i32>().value(0), "name_105");
 }
+
+/// A literal with a point is the decimal it spells: compared with a decimal column's extremes
+/// it selects exactly their rows (as a double it carried its rounding error into the
+/// comparison, and `d >= 9999999.99` missed the row holding 9999999.99). Exponent forms are
+/// decimals too; a double is written as a cast.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decimal_literals_compare_exactly() {
+    let server = Petrel::start(&[]);
+    let mut client = server.client().await;
+    for sql in [
+        "CREATE TABLE petrel.demo.prices (id BIGINT, d DECIMAL(9,2), w DECIMAL(38,10))",
+        "INSERT INTO petrel.demo.prices VALUES (1, 9999999.99, 300.9999999999), \
+         (2, -9999999.99, 12345678901234567890.123456789), (3, 0.01, 0.0000000001)",
+    ] {
+        query(&mut client, sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    for (filter, want) in [
+        ("d >= 9999999.99", 1),
+        ("d = -9999999.99", 1),
+        ("d < -9999999.98", 1),
+        ("d = 0.01", 1),
+        ("w = 300.9999999999", 1),
+        ("w = 12345678901234567890.123456789", 1),
+        ("w = 1e-10", 1),
+        ("w > 300.99999999989", 2),
+        ("CAST(d AS DOUBLE) = CAST(0.01 AS DOUBLE)", 1),
+    ] {
+        let sql = format!("SELECT count(*) FROM petrel.demo.prices WHERE {filter}");
+        let b = query(&mut client, &sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        assert_eq!(count(&b), want, "{sql}");
+    }
+    let b = query(
+        &mut client,
+        "SELECT 1.5, arrow_typeof(1.5), arrow_typeof(2.5e-10)",
+    )
+    .await
+    .unwrap();
+    let types = arrow::util::pretty::pretty_format_batches(&b)
+        .unwrap()
+        .to_string();
+    assert!(types.contains("Decimal128(2, 1)"), "{types}");
+    assert!(types.contains("Decimal128(11, 11)"), "{types}");
+}

@@ -17,7 +17,6 @@ use std::time::Duration;
 use ballista_core::config::TaskSchedulingPolicy;
 use ballista_core::error::Result as BallistaResult;
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
-use petrel_table_provider::FloatTotalOrder;
 use petrel_table_provider::io::StoreRegistry;
 
 use crate::cluster_codec::{ClusterLogicalCodec, ClusterPhysicalCodec};
@@ -53,11 +52,11 @@ pub struct ExecutorOptions {
 }
 
 /// Runs the executor until the process is stopped (or the scheduler stops it).
-/// Ballista's functions, with Petrel's grouped float `min` / `max` over the built-ins (as the
-/// front end and scheduler plan them).
+/// Ballista's functions with Petrel's (`register_functions`), as the front end and scheduler
+/// plan with them.
 fn function_registry() -> ballista_core::registry::BallistaFunctionRegistry {
     let mut registry = ballista_core::registry::BallistaFunctionRegistry::default();
-    for f in [FloatTotalOrder::min(), FloatTotalOrder::max()] {
+    for f in petrel_table_provider::petrel_functions() {
         registry
             .aggregate_functions
             .insert(f.name().to_string(), Arc::new(f));

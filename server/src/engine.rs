@@ -44,7 +44,7 @@ use petrel_table_provider::changes::TableChangesFunction;
 use petrel_table_provider::statements::{is_petrel_write, is_procedure_call, plan_statement};
 use petrel_table_provider::{
     ColumnCache, IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes,
-    PetrelQueryPlanner, RowLevelDml, ScanPlanner, SignedZeroEquality,
+    PetrelQueryPlanner, RowLevelDml, ScanPlanner, SignedZeroEquality, SingleRowSubqueries,
 };
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tonic::Status;
@@ -198,6 +198,7 @@ impl QueryEngine {
                 None => Arc::new(PetrelQueryPlanner),
             })
             .with_analyzer_rule(Arc::new(RowLevelDml::new()))
+            .with_analyzer_rule(Arc::new(SingleRowSubqueries))
             .with_analyzer_rule(Arc::new(TruthfulNumericPrecision))
             .with_table_factories(HashMap::new())
             .with_table_functions(
@@ -208,9 +209,10 @@ impl QueryEngine {
                     .collect(),
             )
             .build();
-        // Grouped `min` / `max` of floats in the same order as ungrouped (NaN greatest).
-        if let Err(e) = petrel_table_provider::float_min_max::register(&mut state) {
-            tracing::warn!(error = %e, "float min/max not registered: DataFusion's are used");
+        // Grouped `min` / `max` of floats in the same order as ungrouped (NaN greatest), and
+        // the single-row check of scalar subqueries (`SingleRowSubqueries`).
+        if let Err(e) = petrel_table_provider::register_functions(&mut state) {
+            tracing::warn!(error = %e, "Petrel's aggregate functions not registered");
         }
         for (name, source) in &catalogs {
             let provider: Arc<dyn CatalogProvider> = match source {

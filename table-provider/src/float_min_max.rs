@@ -18,7 +18,6 @@ use std::sync::Arc;
 
 use arrow::datatypes::{DataType, FieldRef, Float32Type, Float64Type};
 use datafusion::common::{Result, ScalarValue};
-use datafusion::execution::FunctionRegistry;
 use datafusion::logical_expr::expr::AggregateFunctionParams;
 use datafusion::logical_expr::function::{
     AccumulatorArgs, AggregateFunctionSimplification, StateFieldsArgs,
@@ -216,11 +215,4 @@ impl AggregateUDFImpl for FloatTotalOrder {
     fn set_monotonicity(&self, data_type: &DataType) -> SetMonotonicity {
         self.inner.inner().set_monotonicity(data_type)
     }
-}
-
-/// Registers [`FloatTotalOrder`]'s `min` and `max` in `registry`, over the built-ins.
-pub fn register(registry: &mut dyn FunctionRegistry) -> Result<()> {
-    registry.register_udaf(Arc::new(FloatTotalOrder::min()))?;
-    registry.register_udaf(Arc::new(FloatTotalOrder::max()))?;
-    Ok(())
 }

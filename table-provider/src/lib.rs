@@ -64,6 +64,7 @@ pub mod procedures;
 pub mod provider;
 pub mod query_planner;
 pub mod row_level;
+pub mod scalar_subquery;
 pub mod scan;
 pub mod signed_zero;
 pub mod spec;
@@ -80,12 +81,35 @@ pub use catalog::{
 pub use deletes::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use error::{Error, Result};
 pub use float_min_max::FloatTotalOrder;
+
+/// Registers the aggregate functions Petrel's plans use in `registry`: `min` / `max` over the
+/// built-ins ([`FloatTotalOrder`]) and `petrel_single_value`
+/// ([`scalar_subquery::single_value`]). Every process that plans or runs Petrel's plans (the
+/// server, a Ballista scheduler and its executors) registers them.
+pub fn register_functions(
+    registry: &mut dyn datafusion::execution::FunctionRegistry,
+) -> datafusion::common::Result<()> {
+    for f in petrel_functions() {
+        registry.register_udaf(std::sync::Arc::new(f))?;
+    }
+    Ok(())
+}
+
+/// The aggregate functions [`register_functions`] registers.
+pub fn petrel_functions() -> Vec<datafusion::logical_expr::AggregateUDF> {
+    vec![
+        FloatTotalOrder::min(),
+        FloatTotalOrder::max(),
+        scalar_subquery::single_value(),
+    ]
+}
 pub use metadata_tables::{MetadataTableKind, MetadataTableProvider};
 pub use nested_values::NestedValuesTypes;
 pub use plan::{ManifestCache, PlanMetrics, ScanPlan, ScanPlanner, ScanRequest, ScanTask};
 pub use provider::IcebergTableProvider;
 pub use query_planner::PetrelQueryPlanner;
 pub use row_level::RowLevelDml;
+pub use scalar_subquery::SingleRowSubqueries;
 pub use scan::{ColumnCache, IcebergScanExec, LeafProjection, NarrowStructColumns};
 pub use signed_zero::SignedZeroEquality;
 pub use spec::SnapshotSelector;

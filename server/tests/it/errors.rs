@@ -287,3 +287,47 @@ async fn statements_and_patterns_that_crashed_the_server_are_refused() {
     }
     run(&mut client, "SELECT count(*) FROM seabirds").await;
 }
+
+/// A scalar subquery returning more than one row fails with INVALID_ARGUMENT saying so, in a
+/// query and in a DELETE (which deletes nothing); one row is its value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scalar_subquery_of_several_rows_is_invalid() {
+    let server = Petrel::start(&[]);
+    let mut client = server.client().await;
+    run(&mut client, "CREATE TABLE petrel.demo.sq (id BIGINT)").await;
+    run(
+        &mut client,
+        "INSERT INTO petrel.demo.sq VALUES (1), (2), (3)",
+    )
+    .await;
+    for sql in [
+        "SELECT (SELECT id FROM petrel.demo.sq)",
+        "DELETE FROM petrel.demo.sq WHERE id = (SELECT id FROM petrel.demo.sq WHERE id > 1)",
+    ] {
+        let e = query(&mut client, sql).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{sql}: {e}");
+        assert!(e.message().contains("more than one row"), "{e}");
+    }
+    let b = query(&mut client, "SELECT count(*) FROM petrel.demo.sq WHERE id = (SELECT id FROM petrel.demo.sq WHERE id = 2)")
+        .await
+        .unwrap();
+    let n = arrow::compute::cast(b[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
+    assert_eq!(
+        n.as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap()
+            .value(0),
+        1
+    );
+    let b = query(&mut client, "SELECT count(*) FROM petrel.demo.sq")
+        .await
+        .unwrap();
+    let n = arrow::compute::cast(b[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
+    assert_eq!(
+        n.as_any()
+            .downcast_ref::<arrow::array::Int64Array>()
+            .unwrap()
+            .value(0),
+        3
+    );
+}

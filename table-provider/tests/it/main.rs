@@ -46,6 +46,7 @@ mod rewrite;
 mod row_level_concurrency;
 mod row_lineage;
 mod run_prefetch;
+mod scalar_subqueries;
 mod spark_on_s3;
 mod spark_tables;
 mod table_changes;

@@ -41,8 +41,9 @@ fn session(catalog: Arc<dyn Catalog>, metadata: bool) -> SessionContext {
         .build();
     let ctx = SessionContext::new_with_state(state);
     // The server's `min` / `max` (their answers from statistics are the built-ins').
-    ctx.register_udaf(petrel_table_provider::FloatTotalOrder::min());
-    ctx.register_udaf(petrel_table_provider::FloatTotalOrder::max());
+    for f in petrel_table_provider::petrel_functions() {
+        ctx.register_udaf(f);
+    }
     ctx.register_catalog("iceberg", Arc::new(IcebergCatalogProvider::new(catalog)));
     ctx
 }

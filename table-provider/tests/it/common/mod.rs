@@ -98,13 +98,15 @@ fn session_of(
         .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
         .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
         .with_analyzer_rule(Arc::new(RowLevelDml::new()))
+        .with_analyzer_rule(Arc::new(petrel_table_provider::SingleRowSubqueries))
         .with_query_planner(Arc::new(PetrelQueryPlanner))
         .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
         .build();
     let ctx = SessionContext::new_with_state(state);
     // As the server registers them: grouped float `min` / `max` ordered as ungrouped.
-    ctx.register_udaf(petrel_table_provider::FloatTotalOrder::min());
-    ctx.register_udaf(petrel_table_provider::FloatTotalOrder::max());
+    for f in petrel_table_provider::petrel_functions() {
+        ctx.register_udaf(f);
+    }
     for (name, catalog) in catalogs {
         ctx.register_catalog(
             name,

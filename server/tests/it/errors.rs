@@ -246,16 +246,7 @@ async fn statements_and_patterns_that_crashed_the_server_are_refused() {
         assert_eq!(e.code(), Code::InvalidArgument, "{e}");
         assert!(e.message().contains("over the limit"), "{e}");
     }
-    let batches = query(&mut client, &chain(300, "+")).await.unwrap();
-    let sum =
-        arrow::compute::cast(batches[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
-    assert_eq!(
-        sum.as_any()
-            .downcast_ref::<arrow::array::Int64Array>()
-            .unwrap()
-            .value(0),
-        300
-    );
+    assert_eq!(single_i64(&mut client, &chain(300, "+")).await, 300);
     // Listing patterns from the client: 200,000 `%` (a recursive matcher overflowed the stack;
     // now DataFusion's LIKE refuses it as too large a regex) and 60 `%` before an `x`
     // (exponential backtracking).
@@ -308,26 +299,23 @@ async fn a_scalar_subquery_of_several_rows_is_invalid() {
         assert_eq!(e.code(), Code::InvalidArgument, "{sql}: {e}");
         assert!(e.message().contains("more than one row"), "{e}");
     }
-    let b = query(&mut client, "SELECT count(*) FROM petrel.demo.sq WHERE id = (SELECT id FROM petrel.demo.sq WHERE id = 2)")
+    let one = "SELECT count(*) FROM petrel.demo.sq \
+               WHERE id = (SELECT id FROM petrel.demo.sq WHERE id = 2)";
+    assert_eq!(single_i64(&mut client, one).await, 1);
+    let all = "SELECT count(*) FROM petrel.demo.sq";
+    assert_eq!(single_i64(&mut client, all).await, 3);
+}
+
+/// The one value `sql` returns, as an Int64.
+async fn single_i64(client: &mut Client, sql: &str) -> i64 {
+    let batches = query(client, sql)
         .await
-        .unwrap();
-    let n = arrow::compute::cast(b[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
-    assert_eq!(
-        n.as_any()
-            .downcast_ref::<arrow::array::Int64Array>()
-            .unwrap()
-            .value(0),
-        1
-    );
-    let b = query(&mut client, "SELECT count(*) FROM petrel.demo.sq")
-        .await
-        .unwrap();
-    let n = arrow::compute::cast(b[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
-    assert_eq!(
-        n.as_any()
-            .downcast_ref::<arrow::array::Int64Array>()
-            .unwrap()
-            .value(0),
-        3
-    );
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let value =
+        arrow::compute::cast(batches[0].column(0), &arrow::datatypes::DataType::Int64).unwrap();
+    value
+        .as_any()
+        .downcast_ref::<arrow::array::Int64Array>()
+        .unwrap()
+        .value(0)
 }

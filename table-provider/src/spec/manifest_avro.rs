@@ -713,14 +713,19 @@ fn key_value<'v, 'a>(entry: &'v Val<'a>) -> Decoded<(i32, &'v Val<'a>)> {
     }
 }
 
+/// The entry records of a map stored as an array (`column_sizes`, `lower_bounds`, …); none
+/// when the writer wrote no map.
+fn map_entries<'v, 'a>(value: Option<&'v Val<'a>>) -> Decoded<&'v [Val<'a>]> {
+    match value {
+        None => Ok(&[]),
+        Some(Val::Array(entries)) => Ok(entries),
+        Some(_) => Err(Decline),
+    }
+}
+
 /// A count map (`column_sizes`, …): negative counts are dropped, as iceberg drops them.
 fn counts(value: Option<&Val<'_>>) -> Decoded<HashMap<i32, u64>> {
-    let Some(Val::Array(entries)) = value else {
-        return match value {
-            None => Ok(HashMap::new()),
-            Some(_) => Err(Decline),
-        };
-    };
+    let entries = map_entries(value)?;
     let mut map = HashMap::with_capacity(entries.len());
     for entry in entries {
         let (key, count) = key_value(entry)?;
@@ -734,12 +739,7 @@ fn counts(value: Option<&Val<'_>>) -> Decoded<HashMap<i32, u64>> {
 /// A bounds map: each value decoded by its field's type in the manifest's schema (or a
 /// reserved metadata column's); fields neither knows are dropped, as iceberg drops them.
 fn bounds(value: Option<&Val<'_>>, schema: &Schema) -> Decoded<HashMap<i32, Datum>> {
-    let Some(Val::Array(entries)) = value else {
-        return match value {
-            None => Ok(HashMap::new()),
-            Some(_) => Err(Decline),
-        };
-    };
+    let entries = map_entries(value)?;
     let mut map = HashMap::with_capacity(entries.len());
     for entry in entries {
         let (key, bytes) = key_value(entry)?;

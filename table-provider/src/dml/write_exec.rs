@@ -21,7 +21,7 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, execute_input_stream};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, Distribution, ExecutionPlan, Partitioning, PlanProperties,
@@ -201,8 +201,7 @@ impl ExecutionPlan for IcebergWriteExec {
         // An upsert holds its rows until the input ends: they count against the memory pool.
         let reservation = MemoryConsumer::new(format!("IcebergWriteExec[{partition}] upsert"))
             .register(context.memory_pool());
-        // Checks NOT NULL columns as DataFusion's own sinks do.
-        let input = execute_input_stream(
+        let input = not_null_checked_input(
             Arc::clone(&self.input),
             Arc::clone(self.settings.arrow_schema()),
             partition,
@@ -471,4 +470,50 @@ async fn write_batches(
         }
     }
     Ok(())
+}
+
+/// `input`'s batches for partition `partition`, each checked against the table's NOT NULL
+/// columns (`sink`) where the input may hold NULL, as DataFusion's `execute_input_stream` checks
+/// them, but failing with INVALID_ARGUMENT naming the column (DataFusion's error named a column
+/// index and was answered INTERNAL; a column an INSERT leaves out is NULL).
+fn not_null_checked_input(
+    input: Arc<dyn ExecutionPlan>,
+    sink: arrow::datatypes::SchemaRef,
+    partition: usize,
+    context: Arc<TaskContext>,
+) -> DFResult<SendableRecordBatchStream> {
+    let stream = input.execute(partition, context)?;
+    let required: Vec<(usize, String)> = sink
+        .fields()
+        .iter()
+        .zip(input.schema().fields().iter())
+        .enumerate()
+        .filter(|(_, (column, given))| !column.is_nullable() && given.is_nullable())
+        .map(|(index, (column, _))| (index, column.name().clone()))
+        .collect();
+    if required.is_empty() {
+        return Ok(stream);
+    }
+    Ok(Box::pin(RecordBatchStreamAdapter::new(
+        sink,
+        stream.map(move |batch| {
+            let batch = batch?;
+            for (index, name) in &required {
+                let nulls = batch
+                    .columns()
+                    .get(*index)
+                    .and_then(|c| c.logical_nulls())
+                    .map_or(0, |n| n.null_count());
+                if nulls > 0 {
+                    return Err(DataFusionError::External(Box::new(Error::InvalidArgument(
+                        format!(
+                            "column {name} is NOT NULL, but {nulls} row(s) to write have no \
+                             value for it (a column the INSERT leaves out is NULL)"
+                        ),
+                    ))));
+                }
+            }
+            Ok(batch)
+        }),
+    )))
 }

@@ -105,7 +105,12 @@ async fn bad_writes_fail_clearly_and_leave_nothing_behind() {
                 "INSERT INTO iceberg.db.t SELECT CASE WHEN v = 30000 THEN NULL ELSE v END, \
                  repeat('x', 50), 1.5, to_timestamp_micros(1709251200000000 + v * 3600000000) \
                  FROM generate_series(1, 40000) AS s(v)",
-                &["id", "null"][..],
+                &["column id is NOT NULL", "1 row(s)"][..],
+            ),
+            // A NOT NULL column the INSERT leaves out.
+            (
+                "INSERT INTO iceberg.db.t (name) VALUES ('x')",
+                &["column id is NOT NULL", "leaves out"][..],
             ),
         ] {
             let err = query(&ctx, sql)

@@ -649,14 +649,17 @@ impl QueryEngine {
                 _ = token.cancelled() => return Err(cancelled()),
             };
             refuse_write_ticket(&unbound)?;
-            let first = bind(unbound.clone(), rows.row(0)?)?;
+            // The placeholders' types are read once, not per row.
+            let binder = Arc::new(Binder::of(unbound.logical_plan())?);
+            let first = binder.bind(unbound.clone(), rows.row(0)?)?;
             let schema = flight_schema(first.schema().inner());
             let expected = Arc::clone(&schema);
             let rows = Arc::new(rows);
             let stream = futures::stream::iter(0..rows.len())
                 .then(move |index| {
-                    let (unbound, rows, expected, observer, pool) = (
+                    let (unbound, binder, rows, expected, observer, pool) = (
                         unbound.clone(),
+                        Arc::clone(&binder),
                         Arc::clone(&rows),
                         Arc::clone(&expected),
                         observer.clone(),
@@ -665,7 +668,7 @@ impl QueryEngine {
                     async move {
                         let frame = rows
                             .row(index)
-                            .and_then(|row| bind(unbound, row))
+                            .and_then(|row| binder.bind(unbound, row))
                             .and_then(|frame| same_result_type(frame, &expected));
                         match frame {
                             Ok(frame) => {
@@ -708,8 +711,7 @@ impl QueryEngine {
 /// Binds one row of values to the frame's placeholders, casting each to the type DataFusion
 /// inferred for it (clients bind Python ints as Int64 against Int32 columns, say).
 fn bind(frame: DataFrame, values: Vec<ScalarValue>) -> Result<DataFrame, Status> {
-    let values = Binder::of(frame.logical_plan())?.values(values)?;
-    frame.with_param_values(values).map_err(df_status)
+    Binder::of(frame.logical_plan())?.bind(frame, values)
 }
 
 /// A plan's placeholders (`$1`, `$2`, …) and the types DataFusion inferred for them, to bind
@@ -733,6 +735,13 @@ impl Binder {
             }
         }
         Ok(Self { ids, types })
+    }
+
+    /// `frame` (the plan this binder was made of) with one row of values bound.
+    fn bind(&self, frame: DataFrame, values: Vec<ScalarValue>) -> Result<DataFrame, Status> {
+        frame
+            .with_param_values(self.values(values)?)
+            .map_err(df_status)
     }
 
     /// One row's values, each cast to its placeholder's type.

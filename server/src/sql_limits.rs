@@ -91,15 +91,10 @@ fn is_operator(token: &Token) -> bool {
         | Token::Pipe
         | Token::ShiftLeft
         | Token::ShiftRight => true,
-        Token::Word(word) => matches!(
-            word.keyword,
-            Keyword::AND
-                | Keyword::OR
-                | Keyword::XOR
-                | Keyword::UNION
-                | Keyword::INTERSECT
-                | Keyword::EXCEPT
-        ),
+        Token::Word(word) => {
+            matches!(word.keyword, Keyword::AND | Keyword::OR | Keyword::XOR)
+                || is_set_operation(token)
+        }
         _ => false,
     }
 }

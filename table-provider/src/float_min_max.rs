@@ -59,12 +59,6 @@ impl FloatTotalOrder {
             extreme: Extreme::Max,
         })
     }
-
-    /// The float types Iceberg columns map to (`float`, `double`); `Float16` keeps the
-    /// built-in's accumulator.
-    fn is_float(data_type: &DataType) -> bool {
-        matches!(data_type, DataType::Float32 | DataType::Float64)
-    }
 }
 
 impl PartialEq for FloatTotalOrder {
@@ -160,15 +154,17 @@ impl AggregateUDFImpl for FloatTotalOrder {
         &self,
         args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
+        // The float types Iceberg columns map to (`float`, `double`); the rest, `Float16`
+        // included, keep the built-in's accumulator.
         let data_type = args.return_field.data_type().clone();
-        if !Self::is_float(&data_type) {
-            return self.inner.create_groups_accumulator(args);
-        }
         Ok(match data_type {
             DataType::Float32 => {
                 total_order_accumulator!(&data_type, f32, Float32Type, self.extreme)
             }
-            _ => total_order_accumulator!(&data_type, f64, Float64Type, self.extreme),
+            DataType::Float64 => {
+                total_order_accumulator!(&data_type, f64, Float64Type, self.extreme)
+            }
+            _ => return self.inner.create_groups_accumulator(args),
         })
     }
 

@@ -68,7 +68,10 @@ pub async fn run_scheduler(options: SchedulerOptions) -> BallistaResult<()> {
             .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
             .with_physical_optimizer_rule(Arc::new(ShipScans::new(session_scans.clone())))
             .build();
-        petrel_table_provider::register_functions(&mut state)?;
+        petrel_table_provider::register_functions(
+            &mut state,
+            petrel_table_provider::output_limits::DEFAULT_OUTPUT_LIMIT,
+        )?;
         Ok(state)
     });
     let timeout = options.executor_timeout.as_secs().max(1);

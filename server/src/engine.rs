@@ -41,6 +41,7 @@ use datafusion::logical_expr::{DmlStatement, LogicalPlan, Union, WriteOp};
 use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use petrel_table_provider::catalog::Catalog;
 use petrel_table_provider::changes::TableChangesFunction;
+use petrel_table_provider::output_limits;
 use petrel_table_provider::statements::{is_petrel_write, is_procedure_call, plan_statement};
 use petrel_table_provider::{
     ColumnCache, IcebergCatalogProvider, NarrowStructColumns, NestedValuesTypes,
@@ -186,12 +187,16 @@ impl QueryEngine {
             .build_arc()
             // (Fails only when the OS temp directory is unusable: DataFusion's default then.)
             .ok();
+        // One function call's output, and one plan node's copies of literals, are bounded
+        // before Arrow allocates them (`output_limits`).
+        let output_limit = output_limits::output_limit(options.memory.query_limit());
         let mut state = SessionStateBuilder::new()
             .with_config(config)
             .with_runtime_env(runtime.unwrap_or_default())
             .with_default_features()
             .with_optimizer_rule(Arc::new(SignedZeroEquality::new()))
             .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
+            .with_optimizer_rule(Arc::new(output_limits::LiteralCopies::new(output_limit)))
             .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
             .with_query_planner(match &options.cluster {
                 Some(cluster) => cluster.query_planner(Arc::new(PetrelQueryPlanner)),
@@ -200,6 +205,9 @@ impl QueryEngine {
             .with_analyzer_rule(Arc::new(RowLevelDml::new()))
             .with_analyzer_rule(Arc::new(SingleRowSubqueries))
             .with_analyzer_rule(Arc::new(TruthfulNumericPrecision))
+            .with_analyzer_rule(Arc::new(output_limits::BoundFunctionOutputs::new(
+                output_limits::bounded_scalar_functions(output_limit),
+            )))
             .with_table_factories(HashMap::new())
             .with_table_functions(
                 datafusion::functions_table::all_default_table_functions()
@@ -209,10 +217,11 @@ impl QueryEngine {
                     .collect(),
             )
             .build();
-        // Grouped `min` / `max` of floats in the same order as ungrouped (NaN greatest), and
-        // the single-row check of scalar subqueries (`SingleRowSubqueries`).
-        if let Err(e) = petrel_table_provider::register_functions(&mut state) {
-            tracing::warn!(error = %e, "Petrel's aggregate functions not registered");
+        // Grouped `min` / `max` of floats in the same order as ungrouped (NaN greatest), the
+        // single-row check of scalar subqueries (`SingleRowSubqueries`), and the bounded
+        // growing functions (`output_limits`).
+        if let Err(e) = petrel_table_provider::register_functions(&mut state, output_limit) {
+            tracing::warn!(error = %e, "Petrel's functions not registered");
         }
         for (name, source) in &catalogs {
             let provider: Arc<dyn CatalogProvider> = match source {

@@ -44,6 +44,8 @@
 //! - [`metadata_tables`]: Spark's metadata tables (`t.snapshots`, `"t$files"`, …), read-only.
 //! - [`error`]: one error type with table / snapshot / file context.
 //! - [`cache_stats`]: hit / miss counts and sizes of the manifest and delete-file caches.
+//! - [`output_limits`]: bounds on what one function call or literal may make (`repeat`,
+//!   `lpad`, `range`, `||`, …), checked before Arrow allocates it.
 
 pub mod cache_stats;
 pub mod catalog;
@@ -59,6 +61,7 @@ pub mod io;
 pub mod maintenance;
 pub mod metadata_tables;
 pub mod nested_values;
+pub mod output_limits;
 pub mod plan;
 pub mod procedures;
 pub mod provider;
@@ -82,20 +85,26 @@ pub use deletes::{DEFAULT_DELETE_CACHE_BYTES, DeleteCache};
 pub use error::{Error, Result};
 pub use float_min_max::FloatTotalOrder;
 
-/// Registers the aggregate functions Petrel's plans use in `registry`: `min` / `max` over the
-/// built-ins ([`FloatTotalOrder`]) and `petrel_single_value`
-/// ([`scalar_subquery::single_value`]). Every process that plans or runs Petrel's plans (the
-/// server, a Ballista scheduler and its executors) registers them.
+/// Registers the functions Petrel's plans use in `registry`: the aggregates of
+/// [`petrel_functions`], and the growing scalar functions bounded to `output_limit` bytes per
+/// call ([`output_limits::bounded_scalar_functions`]) over the built-ins. Every process that
+/// plans or runs Petrel's plans (the server, a Ballista scheduler and its executors) registers
+/// them.
 pub fn register_functions(
     registry: &mut dyn datafusion::execution::FunctionRegistry,
+    output_limit: usize,
 ) -> datafusion::common::Result<()> {
     for f in petrel_functions() {
         registry.register_udaf(std::sync::Arc::new(f))?;
     }
+    for f in output_limits::bounded_scalar_functions(output_limit) {
+        registry.register_udf(std::sync::Arc::new(f))?;
+    }
     Ok(())
 }
 
-/// The aggregate functions [`register_functions`] registers.
+/// The aggregate functions [`register_functions`] registers: `min` / `max` over the built-ins
+/// ([`FloatTotalOrder`]) and `petrel_single_value` ([`scalar_subquery::single_value`]).
 pub fn petrel_functions() -> Vec<datafusion::logical_expr::AggregateUDF> {
     vec![
         FloatTotalOrder::min(),

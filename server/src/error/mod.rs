@@ -317,6 +317,13 @@ fn df_code(e: &DataFusionError) -> Code {
 
 fn df_message(e: &DataFusionError) -> String {
     match e {
+        // DataFusion's "Optimizer rule 'x' failed" says nothing to a client: a rule refusing
+        // the plan says why itself (`output_limits::LiteralCopies`).
+        DataFusionError::Context(context, inner)
+            if context.starts_with("Optimizer rule '") && context.ends_with("' failed") =>
+        {
+            df_message(inner)
+        }
         DataFusionError::Context(context, inner) => with_context(context, df_message(inner)),
         DataFusionError::Diagnostic(_, inner) => df_message(inner),
         DataFusionError::Shared(inner) => df_message(inner),

@@ -279,6 +279,70 @@ async fn statements_and_patterns_that_crashed_the_server_are_refused() {
     run(&mut client, "SELECT count(*) FROM seabirds").await;
 }
 
+/// Statements that made Arrow allocate without bound, outside the memory pool, and so killed
+/// the server (a 100 KB literal concatenated over 20,000 rows asked for 13 GB; `repeat`,
+/// `lpad`, `array_repeat` for 2-30 GB): each fails with RESOURCE_EXHAUSTED naming what was too
+/// large, and the server keeps answering. Under the limit the same functions answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_that_would_allocate_without_bound_are_refused() {
+    // A 1 GiB query limit: 256 MiB for one call's output.
+    let server = Petrel::start(&["--query-memory-limit", "1GiB"]);
+    let mut client = server.client().await;
+    let literal = "x".repeat(100_000);
+    let doubled = |levels: usize| {
+        let mut sql = "WITH l0 AS (SELECT repeat('x', 1048576) s)".to_string();
+        for level in 1..=levels {
+            sql.push_str(&format!(
+                ", l{level} AS (SELECT s || s s FROM l{})",
+                level - 1
+            ));
+        }
+        format!("{sql} SELECT length(s) FROM l{levels}")
+    };
+    for (sql, what) in [
+        (
+            "SELECT length(repeat('x', 2000000000))".to_string(),
+            "repeat()",
+        ),
+        ("SELECT length(lpad('x', 2147483647))".to_string(), "lpad()"),
+        (
+            "SELECT cardinality(array_repeat(1, 2000000000))".to_string(),
+            "array_repeat()",
+        ),
+        (
+            "SELECT cardinality(range(1, 2000000000))".to_string(),
+            "range()",
+        ),
+        (
+            format!(
+                "SELECT sum(length(concat('{literal}', CAST(v AS VARCHAR)))) \
+                 FROM generate_series(1, 20000) AS t(v)"
+            ),
+            "copied into each of up to 8192 rows",
+        ),
+        (
+            format!("SELECT '{literal}' FROM generate_series(1, 20000)"),
+            "copied into each of up to 8192 rows",
+        ),
+        // 1 MiB doubled 9 times: 512 MiB.
+        (doubled(9), "petrel_string_concat()"),
+    ] {
+        let e = query(&mut client, &sql).await.unwrap_err();
+        assert_eq!(e.code(), Code::ResourceExhausted, "{e}");
+        assert!(
+            e.message().contains(what) && e.message().contains("256.0 MiB"),
+            "{e}"
+        );
+        assert!(!e.message().contains("Optimizer rule"), "{e}");
+    }
+    assert_eq!(single_i64(&mut client, &doubled(3)).await, 8 << 20);
+    assert_eq!(
+        single_i64(&mut client, "SELECT length(repeat('ab', 1000))").await,
+        2000
+    );
+    run(&mut client, "SELECT count(*) FROM seabirds").await;
+}
+
 /// A scalar subquery returning more than one row fails with INVALID_ARGUMENT saying so, in a
 /// query and in a DELETE (which deletes nothing); one row is its value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

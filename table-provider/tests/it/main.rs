@@ -32,6 +32,7 @@ mod metadata_tables;
 mod nested_insert;
 mod object_store_faults;
 mod object_store_s3;
+mod output_limits;
 mod overwrite;
 mod page_pruning;
 mod positional_scan;

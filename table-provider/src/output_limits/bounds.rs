@@ -1,0 +1,390 @@
+//! Upper bounds of what one call of a growing function produces, computed from its arguments
+//! before it runs.
+//!
+//! Each bound is in bytes of output values (offsets and validity are not counted: they are a
+//! few bytes a row, which the limit's headroom covers). A bound never under-counts: where the
+//! exact size is dear to compute (`replace`, `regexp_replace`), a loose bound is used first and
+//! the exact one only when the loose one is over the limit.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, IntervalMonthDayNanoType, TimeUnit};
+use datafusion::common::{Result, ScalarValue};
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs};
+
+use super::sizes::{Arg, Integers, value_bytes};
+
+const NANOS_PER_DAY: i128 = 86_400_000_000_000;
+
+/// How a function's output grows with its arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Growth {
+    /// `repeat(s, n)`: `n` copies of `s`.
+    Repeat,
+    /// `lpad` / `rpad(s, n [, fill])`: `n` characters.
+    Pad,
+    /// `replace(s, from, to)`: each occurrence of `from` becomes `to`.
+    Replace,
+    /// `regexp_replace(s, pattern, replacement [, flags])`.
+    RegexpReplace,
+    /// The arguments side by side: `concat`, `||`, `array_concat`, `array_append`, `make_array`.
+    Concatenation,
+    /// `concat_ws(separator, value, …)`: the values with a separator between each two.
+    ConcatWithSeparator,
+    /// `array_repeat(value, n)`: a list of `n` copies.
+    ArrayRepeat,
+    /// `array_resize(list, n [, fill])`: a list of `n` elements.
+    ArrayResize,
+    /// `range` / `generate_series([start,] stop [, step])`: a list of every step.
+    Series,
+    /// `array_to_string(list, separator [, null_text])`: every element as text.
+    ArrayToString,
+}
+
+impl Growth {
+    /// An upper bound, in bytes, of the output of a call with `args`; `limit` is the limit the
+    /// caller checks against (an exact count is computed only when the loose bound exceeds it).
+    pub(super) fn upper_bound(self, args: &ScalarFunctionArgs, limit: usize) -> Result<usize> {
+        let values = &args.args;
+        // Scalars only: the call makes one value, which the plan copies into rows later (that
+        // copy is bounded at planning: `LiteralCopies`).
+        let rows = if values.iter().any(|v| matches!(v, ColumnarValue::Array(_))) {
+            args.number_rows
+        } else {
+            1
+        };
+        let arg = |i: usize| values.get(i);
+        match self {
+            Growth::Concatenation => Ok(values
+                .iter()
+                .fold(0usize, |sum, v| sum.saturating_add(value_bytes(v, rows)))),
+            Growth::ConcatWithSeparator => {
+                let Some(separator) = arg(0) else {
+                    return Ok(0);
+                };
+                let separators = values.len().saturating_sub(2);
+                let texts = values[1..]
+                    .iter()
+                    .fold(0usize, |sum, v| sum.saturating_add(value_bytes(v, rows)));
+                Ok(texts.saturating_add(value_bytes(separator, rows).saturating_mul(separators)))
+            }
+            Growth::Repeat => {
+                let (Some(text), Some(count)) = (arg(0), arg(1)) else {
+                    return Ok(0);
+                };
+                let (text, count) = (Arg::new(text)?, Integers::new(count)?);
+                Ok(sum_rows(rows, |row| {
+                    text.bytes_at(row).saturating_mul(count.count_at(row))
+                }))
+            }
+            Growth::Pad => {
+                let (Some(text), Some(length)) = (arg(0), arg(1)) else {
+                    return Ok(0);
+                };
+                let (text, length) = (Arg::new(text)?, Integers::new(length)?);
+                let fill = arg(2).map(Arg::new).transpose()?;
+                Ok(sum_rows(rows, |row| {
+                    let characters = length.count_at(row);
+                    // The result is `characters` characters: the text's first ones, then fill.
+                    let fill_width = fill
+                        .as_ref()
+                        .map_or(1, |f| f.str_at(row).map_or(4, widest_character));
+                    text.bytes_at(row)
+                        .min(characters.saturating_mul(4))
+                        .saturating_add(characters.saturating_mul(fill_width))
+                }))
+            }
+            Growth::Replace => replace_bound(values, rows, limit),
+            Growth::RegexpReplace => regexp_replace_bound(args, rows, limit),
+            Growth::ArrayRepeat => {
+                let (Some(value), Some(count)) = (arg(0), arg(1)) else {
+                    return Ok(0);
+                };
+                let (value, count) = (Arg::new(value)?, Integers::new(count)?);
+                Ok(sum_rows(rows, |row| {
+                    // An element's bytes and its list offset.
+                    value
+                        .bytes_at(row)
+                        .saturating_add(8)
+                        .saturating_mul(count.count_at(row))
+                }))
+            }
+            Growth::ArrayResize => {
+                let (Some(list), Some(size)) = (arg(0), arg(1)) else {
+                    return Ok(0);
+                };
+                let (list, size) = (Arg::new(list)?, Integers::new(size)?);
+                let fill = arg(2).map(Arg::new).transpose()?;
+                let element = list.average_element_bytes();
+                Ok(sum_rows(rows, |row| {
+                    let fill = fill.as_ref().map_or(0, |f| f.bytes_at(row));
+                    let element = element.max(fill).saturating_add(8);
+                    list.bytes_at(row)
+                        .saturating_add(size.count_at(row).saturating_mul(element))
+                }))
+            }
+            Growth::Series => series_bound(values, rows),
+            Growth::ArrayToString => {
+                let (Some(list), Some(separator)) = (arg(0), arg(1)) else {
+                    return Ok(0);
+                };
+                let (list, separator) = (Arg::new(list)?, Arg::new(separator)?);
+                let null_text = arg(2).map(Arg::new).transpose()?;
+                Ok(sum_rows(rows, |row| {
+                    // Each element: its text (a number's is at most ~40 bytes; a string's is
+                    // its bytes, in the row's size) and a separator or the NULL text.
+                    let per_element = separator
+                        .bytes_at(row)
+                        .saturating_add(null_text.as_ref().map_or(0, |n| n.bytes_at(row)))
+                        .saturating_add(40);
+                    list.bytes_at(row)
+                        .saturating_add(list.leaves_at(row).saturating_mul(per_element))
+                }))
+            }
+        }
+    }
+}
+
+/// The sum of `bytes(row)` over `rows` rows, saturating.
+fn sum_rows(rows: usize, bytes: impl Fn(usize) -> usize) -> usize {
+    (0..rows).fold(0usize, |sum, row| sum.saturating_add(bytes(row)))
+}
+
+/// The UTF-8 width of the widest character of `text` (1 for an empty text).
+fn widest_character(text: &str) -> usize {
+    text.chars().map(char::len_utf8).max().unwrap_or(1)
+}
+
+/// `replace(s, from, to)`: every non-overlapping occurrence of `from` becomes `to` (an empty
+/// `from` matches before each character and at the end). Loose: as many occurrences as fit;
+/// exact (counting them) when the loose bound exceeds `limit`.
+fn replace_bound(values: &[ColumnarValue], rows: usize, limit: usize) -> Result<usize> {
+    let (Some(text), Some(from), Some(to)) = (values.first(), values.get(1), values.get(2)) else {
+        return Ok(0);
+    };
+    let (text, from, to) = (Arg::new(text)?, Arg::new(from)?, Arg::new(to)?);
+    let growth = |row: usize, occurrences: usize| {
+        let (from, to) = (from.bytes_at(row), to.bytes_at(row));
+        text.bytes_at(row)
+            .saturating_add(occurrences.saturating_mul(to.saturating_sub(from)))
+    };
+    let loose = sum_rows(rows, |row| {
+        let (length, from) = (text.bytes_at(row), from.bytes_at(row));
+        let occurrences = length
+            .checked_div(from)
+            .unwrap_or_else(|| length.saturating_add(1));
+        growth(row, occurrences)
+    });
+    if loose <= limit {
+        return Ok(loose);
+    }
+    Ok(sum_rows(rows, |row| {
+        let occurrences = match (text.str_at(row), from.str_at(row)) {
+            (Some(text), Some("")) => text.chars().count().saturating_add(1),
+            (Some(text), Some(from)) => text.matches(from).count(),
+            _ => 0,
+        };
+        growth(row, occurrences)
+    }))
+}
+
+/// `regexp_replace(s, pattern, replacement [, flags])`: the first match replaced, or every
+/// match with flag `g`. A replacement's group references (`\1`, `$1`) expand to parts of
+/// their match, and matches do not overlap, so each reference adds at most the text's length.
+/// Loose: a match at every position; exact (counting the matches with `regexp_count`, the
+/// same regular expressions) when the loose bound exceeds `limit`.
+fn regexp_replace_bound(args: &ScalarFunctionArgs, rows: usize, limit: usize) -> Result<usize> {
+    let values = &args.args;
+    let (Some(text), Some(pattern), Some(replacement)) =
+        (values.first(), values.get(1), values.get(2))
+    else {
+        return Ok(0);
+    };
+    let flags = match values.get(3) {
+        None => Some(String::new()),
+        Some(ColumnarValue::Scalar(s)) => s.try_as_str().map(|f| f.unwrap_or("").to_string()),
+        // Flags per row: assume every row replaces every match.
+        Some(ColumnarValue::Array(_)) => None,
+    };
+    let global = flags.as_ref().is_none_or(|f| f.contains('g'));
+    let (text_arg, replacement) = (Arg::new(text)?, Arg::new(replacement)?);
+    let bound = |row: usize, matches: usize| {
+        let length = text_arg.bytes_at(row);
+        let references = replacement
+            .str_at(row)
+            .map_or(0, |r| r.matches(['\\', '$']).count());
+        length
+            .saturating_add(matches.saturating_mul(replacement.bytes_at(row)))
+            .saturating_add(references.saturating_mul(length))
+    };
+    let loose = sum_rows(rows, |row| {
+        let matches = if global {
+            text_arg.bytes_at(row).saturating_add(1)
+        } else {
+            1
+        };
+        bound(row, matches)
+    });
+    let Some(flags) = flags else {
+        return Ok(loose);
+    };
+    if loose <= limit {
+        return Ok(loose);
+    }
+    let mut count_args = vec![
+        ColumnarValue::clone(text),
+        ColumnarValue::clone(pattern),
+        ColumnarValue::Scalar(ScalarValue::Int64(Some(1))),
+    ];
+    let flags = flags.replace('g', "");
+    if !flags.is_empty() {
+        count_args.push(ColumnarValue::Scalar(ScalarValue::Utf8(Some(flags))));
+    }
+    let arg_fields = count_args
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            Arc::new(arrow::datatypes::Field::new(
+                format!("a{i}"),
+                v.data_type(),
+                true,
+            ))
+        })
+        .collect();
+    let counts =
+        datafusion::functions::regex::regexp_count().invoke_with_args(ScalarFunctionArgs {
+            args: count_args,
+            arg_fields,
+            number_rows: args.number_rows,
+            return_field: Arc::new(arrow::datatypes::Field::new("count", DataType::Int64, true)),
+            config_options: Arc::clone(&args.config_options),
+        })?;
+    let counts = Integers::new(&counts)?;
+    Ok(sum_rows(rows, |row| {
+        let matches = counts.count_at(row);
+        bound(row, if global { matches } else { matches.min(1) })
+    }))
+}
+
+/// `range` / `generate_series([start,] stop [, step])` of integers, dates or timestamps: a
+/// list of at most |stop − start| / |step| + 1 elements, 8 bytes each.
+fn series_bound(values: &[ColumnarValue], rows: usize) -> Result<usize> {
+    let Some(first) = values.first() else {
+        return Ok(0);
+    };
+    let (start, stop) = match values.get(1) {
+        Some(stop) => (Some(first), stop),
+        None => (None, first),
+    };
+    let step = values.get(2);
+    let elements: Vec<u128> = match first.data_type() {
+        DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8 => {
+            let start = start.map(Integers::new).transpose()?;
+            let stop = Integers::new(stop)?;
+            let step = step.map(Integers::new).transpose()?;
+            (0..rows)
+                .map(|row| {
+                    let from = start.as_ref().map_or(Some(0), |s| s.at(row));
+                    let step = step.as_ref().map_or(Some(1), |s| s.at(row));
+                    steps(
+                        from.map(i128::from),
+                        stop.at(row).map(i128::from),
+                        step.map(i128::from),
+                    )
+                })
+                .collect()
+        }
+        DataType::Date32 | DataType::Date64 => {
+            let days = |v: &ColumnarValue| Integers::new(&cast_value(v, &DataType::Date32)?);
+            let (start, stop) = (start.map(days).transpose()?, days(stop)?);
+            let step = step.map(IntervalSteps::new).transpose()?;
+            (0..rows)
+                .map(|row| {
+                    let day = |v: Option<i64>| v.map(|d| i128::from(d) * NANOS_PER_DAY);
+                    let from = start.as_ref().and_then(|s| day(s.at(row)));
+                    let step = step
+                        .as_ref()
+                        .map_or(Some(NANOS_PER_DAY), |s| s.nanos_at(row));
+                    steps(from, day(stop.at(row)), step)
+                })
+                .collect()
+        }
+        DataType::Timestamp(unit, _) => {
+            let per_unit: i128 = match unit {
+                TimeUnit::Second => 1_000_000_000,
+                TimeUnit::Millisecond => 1_000_000,
+                TimeUnit::Microsecond => 1_000,
+                TimeUnit::Nanosecond => 1,
+            };
+            // The values as stored (UTC), in `unit`s.
+            let (start, stop) = (start.map(Integers::new).transpose()?, Integers::new(stop)?);
+            let step = step.map(IntervalSteps::new).transpose()?;
+            (0..rows)
+                .map(|row| {
+                    let nanos = |v: Option<i64>| v.map(|t| i128::from(t) * per_unit);
+                    let from = start.as_ref().and_then(|s| nanos(s.at(row)));
+                    let step = step.as_ref().and_then(|s| s.nanos_at(row));
+                    steps(from, nanos(stop.at(row)), step)
+                })
+                .collect()
+        }
+        // Other types fail in the function itself.
+        _ => return Ok(0),
+    };
+    Ok(elements.into_iter().fold(0usize, |sum, n| {
+        sum.saturating_add(usize::try_from(n.saturating_mul(8)).unwrap_or(usize::MAX))
+    }))
+}
+
+/// The number of values from `start` to `stop` by `step` (inclusive, so an upper bound for
+/// `range` too); 0 when any is NULL or the step is 0.
+fn steps(start: Option<i128>, stop: Option<i128>, step: Option<i128>) -> u128 {
+    match (start, stop, step) {
+        (Some(start), Some(stop), Some(step)) if step != 0 => {
+            (stop - start).unsigned_abs() / step.unsigned_abs() + 1
+        }
+        _ => 0,
+    }
+}
+
+/// A column or scalar cast to `to` (as an array-valued or scalar `ColumnarValue`).
+fn cast_value(value: &ColumnarValue, to: &DataType) -> Result<ColumnarValue> {
+    Ok(match value {
+        ColumnarValue::Array(a) => ColumnarValue::Array(cast(a, to)?),
+        ColumnarValue::Scalar(s) => ColumnarValue::Scalar(s.cast_to(to)?),
+    })
+}
+
+/// An interval step of a date or timestamp series, as its shortest length in nanoseconds (a
+/// month counted as 28 days).
+struct IntervalSteps {
+    /// One value for every row.
+    scalar: bool,
+    intervals: arrow::array::IntervalMonthDayNanoArray,
+}
+
+impl IntervalSteps {
+    fn new(value: &ColumnarValue) -> Result<Self> {
+        let to = DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano);
+        let array = match cast_value(value, &to)? {
+            ColumnarValue::Array(a) => a,
+            ColumnarValue::Scalar(s) => s.to_array_of_size(1)?,
+        };
+        Ok(Self {
+            scalar: matches!(value, ColumnarValue::Scalar(_)),
+            intervals: array.as_primitive::<IntervalMonthDayNanoType>().clone(),
+        })
+    }
+
+    fn nanos_at(&self, row: usize) -> Option<i128> {
+        let i = if self.scalar { 0 } else { row };
+        self.intervals.is_valid(i).then(|| {
+            let v = self.intervals.value(i);
+            i128::from(v.months) * 28 * NANOS_PER_DAY
+                + i128::from(v.days) * NANOS_PER_DAY
+                + i128::from(v.nanoseconds)
+        })
+    }
+}

@@ -1,0 +1,99 @@
+//! Limits on the data one function call or one literal may make, checked before it is made.
+//!
+//! A few SQL functions make far more data than they are given: `repeat('x', 2000000000)`,
+//! `lpad(s, 2147483647)`, `range(1, 1e12)`, `array_repeat(v, n)`, `replace` and
+//! `regexp_replace` (up to the product of their arguments' sizes), and a concatenation of a
+//! value with itself, level after level of a CTE. A literal is copied into every row of a
+//! batch it is computed with. Arrow allocates those outputs in one piece, outside any memory
+//! pool, and an allocation the machine cannot give aborts the process: one statement of a few
+//! hundred bytes killed the server (PostgreSQL refuses such values with "requested length too
+//! large"; so does Petrel now).
+//!
+//! - [`BoundedOutput`] wraps each growing built-in (`bounded_scalar_functions`): before it
+//!   runs, an upper bound of its output is computed from its arguments (`bounds`), and a call
+//!   over the limit fails with RESOURCE_EXHAUSTED naming the function, the bound and the limit.
+//! - [`BoundFunctionOutputs`] (analyzer rule) puts the bounded functions where DataFusion's
+//!   planners put built-ins directly, and makes `||` of strings the bounded
+//!   [`STRING_CONCAT`].
+//! - [`LiteralCopies`] (optimizer rule) refuses a plan that copies literals into batches beyond
+//!   the limit.
+//!
+//! The limit is the server's (a quarter of one query's memory limit); a cluster's executors
+//! use [`DEFAULT_OUTPUT_LIMIT`].
+
+mod bounds;
+mod literal_copies;
+mod rule;
+mod sizes;
+mod string_concat;
+mod wrapper;
+
+use std::sync::Arc;
+
+use datafusion::logical_expr::ScalarUDF;
+
+use bounds::Growth;
+pub use literal_copies::LiteralCopies;
+pub use rule::BoundFunctionOutputs;
+pub use string_concat::{STRING_CONCAT, StringConcat};
+pub use wrapper::BoundedOutput;
+
+/// The output limit where no query memory limit says otherwise (1 GiB).
+pub const DEFAULT_OUTPUT_LIMIT: usize = 1 << 30;
+
+/// The limit on one function call's output (and one plan node's literal copies) for a query
+/// memory limit of `query_memory_limit` bytes: a quarter of it, at least 16 MiB.
+pub fn output_limit(query_memory_limit: usize) -> usize {
+    (query_memory_limit / 4).max(16 << 20)
+}
+
+/// The growing scalar functions, each bounded to `limit` bytes of output per call, under the
+/// built-ins' names (and `petrel_string_concat`): register them over the built-ins.
+pub fn bounded_scalar_functions(limit: usize) -> Vec<ScalarUDF> {
+    use datafusion::functions::{regex, string, unicode};
+    use datafusion::functions_nested::{concat, make_array, range, repeat, resize};
+    let built_ins: Vec<(Arc<ScalarUDF>, Growth)> = vec![
+        (string::repeat(), Growth::Repeat),
+        (unicode::lpad(), Growth::Pad),
+        (unicode::rpad(), Growth::Pad),
+        (string::replace(), Growth::Replace),
+        (regex::regexp_replace(), Growth::RegexpReplace),
+        (string::concat(), Growth::Concatenation),
+        (string::concat_ws(), Growth::ConcatWithSeparator),
+        (
+            Arc::new(ScalarUDF::new_from_impl(StringConcat::default())),
+            Growth::Concatenation,
+        ),
+        (concat::array_concat_udf(), Growth::Concatenation),
+        (concat::array_append_udf(), Growth::Concatenation),
+        (concat::array_prepend_udf(), Growth::Concatenation),
+        (make_array::make_array_udf(), Growth::Concatenation),
+        (repeat::array_repeat_udf(), Growth::ArrayRepeat),
+        (resize::array_resize_udf(), Growth::ArrayResize),
+        (range::range_udf(), Growth::Series),
+        (range::gen_series_udf(), Growth::Series),
+        (
+            datafusion::functions_nested::string::array_to_string_udf(),
+            Growth::ArrayToString,
+        ),
+    ];
+    built_ins
+        .into_iter()
+        .map(|(inner, growth)| BoundedOutput::udf(inner, growth, limit))
+        .collect()
+}
+
+/// `bytes` for a message: `512 B`, `96.0 KiB`, `1.5 GiB`.
+fn describe_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}

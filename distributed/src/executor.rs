@@ -61,9 +61,16 @@ fn function_registry() -> ballista_core::registry::BallistaFunctionRegistry {
             .aggregate_functions
             .insert(f.name().to_string(), Arc::new(f));
     }
-    // The growing scalar functions, bounded (`output_limits`); the server bounds its own by
-    // its query memory limit, an executor by the default.
+    // The growing functions, bounded (`output_limits`); the server bounds its own by its
+    // query memory limit, an executor by the default.
     let limit = petrel_table_provider::output_limits::DEFAULT_OUTPUT_LIMIT;
+    for f in petrel_table_provider::output_limits::bounded_aggregate_functions(limit) {
+        for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
+            registry
+                .aggregate_functions
+                .insert(name.to_string(), Arc::new(f.clone()));
+        }
+    }
     for f in petrel_table_provider::output_limits::bounded_scalar_functions(limit) {
         for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
             registry

@@ -86,8 +86,9 @@ pub use error::{Error, Result};
 pub use float_min_max::FloatTotalOrder;
 
 /// Registers the functions Petrel's plans use in `registry`: the aggregates of
-/// [`petrel_functions`], and the growing scalar functions bounded to `output_limit` bytes per
-/// call ([`output_limits::bounded_scalar_functions`]) over the built-ins. Every process that
+/// [`petrel_functions`], and the growing functions bounded to `output_limit` bytes per call
+/// ([`output_limits::bounded_scalar_functions`], `bounded_aggregate_functions`) over the
+/// built-ins. Every process that
 /// plans or runs Petrel's plans (the server, a Ballista scheduler and its executors) registers
 /// them.
 pub fn register_functions(
@@ -99,6 +100,9 @@ pub fn register_functions(
     }
     for f in output_limits::bounded_scalar_functions(output_limit) {
         registry.register_udf(std::sync::Arc::new(f))?;
+    }
+    for f in output_limits::bounded_aggregate_functions(output_limit) {
+        registry.register_udaf(std::sync::Arc::new(f))?;
     }
     Ok(())
 }

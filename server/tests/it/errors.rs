@@ -281,7 +281,7 @@ async fn statements_and_patterns_that_crashed_the_server_are_refused() {
 
 /// Statements that made Arrow allocate without bound, outside the memory pool, and so killed
 /// the server (a 100 KB literal concatenated over 20,000 rows asked for 13 GB; `repeat`,
-/// `lpad`, `array_repeat` for 2-30 GB): each fails with RESOURCE_EXHAUSTED naming what was too
+/// `lpad`, `array_repeat` for 2-30 GB; a running `array_agg` for 14 GB): each fails with RESOURCE_EXHAUSTED naming what was too
 /// large, and the server keeps answering. Under the limit the same functions answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statements_that_would_allocate_without_bound_are_refused() {
@@ -326,6 +326,13 @@ async fn statements_that_would_allocate_without_bound_are_refused() {
         ),
         // 1 MiB doubled 9 times: 512 MiB.
         (doubled(9), "petrel_string_concat()"),
+        // Each row's value holds every row before it: 14 GB over 60,000 rows.
+        (
+            "SELECT sum(cardinality(a)) FROM (SELECT array_agg(v) OVER (ORDER BY v) a \
+             FROM generate_series(1, 60000) t(v))"
+                .to_string(),
+            "array_agg() as a window function",
+        ),
     ] {
         let e = query(&mut client, &sql).await.unwrap_err();
         assert_eq!(e.code(), Code::ResourceExhausted, "{e}");

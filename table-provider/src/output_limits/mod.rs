@@ -15,12 +15,15 @@
 //! - [`BoundFunctionOutputs`] (analyzer rule) puts the bounded functions where DataFusion's
 //!   planners put built-ins directly, and makes `||` of strings the bounded
 //!   [`STRING_CONCAT`].
+//! - [`BoundedAggregate`] wraps `array_agg` and `string_agg`, whose value is made again for
+//!   every row when they are window functions.
 //! - [`LiteralCopies`] (optimizer rule) refuses a plan that copies literals into batches beyond
 //!   the limit.
 //!
 //! The limit is the server's (a quarter of one query's memory limit); a cluster's executors
 //! use [`DEFAULT_OUTPUT_LIMIT`].
 
+mod aggregate;
 mod bounds;
 mod literal_copies;
 mod rule;
@@ -32,6 +35,7 @@ use std::sync::Arc;
 
 use datafusion::logical_expr::ScalarUDF;
 
+pub use aggregate::BoundedAggregate;
 use bounds::Growth;
 pub use literal_copies::LiteralCopies;
 pub use rule::BoundFunctionOutputs;
@@ -80,6 +84,16 @@ pub fn bounded_scalar_functions(limit: usize) -> Vec<ScalarUDF> {
     built_ins
         .into_iter()
         .map(|(inner, growth)| BoundedOutput::udf(inner, growth, limit))
+        .collect()
+}
+
+/// `array_agg` and `string_agg`, whose values as window functions are bounded to `limit`
+/// bytes per partition ([`BoundedAggregate`]): register them over the built-ins.
+pub fn bounded_aggregate_functions(limit: usize) -> Vec<datafusion::logical_expr::AggregateUDF> {
+    use datafusion::functions_aggregate::{array_agg, string_agg};
+    [array_agg::array_agg_udaf(), string_agg::string_agg_udaf()]
+        .into_iter()
+        .map(|inner| BoundedAggregate::udaf(inner, limit))
         .collect()
 }
 

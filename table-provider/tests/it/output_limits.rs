@@ -110,6 +110,17 @@ async fn calls_over_the_limit_are_refused_before_they_run() {
             "WITH a AS (SELECT range(0, 70000) l) SELECT cardinality([l, l]) FROM a",
             "make_array()",
         ),
+        // Window functions make a value per row, each holding its frame.
+        (
+            "SELECT sum(cardinality(a)) FROM \
+             (SELECT array_agg(v) OVER (ORDER BY v) a FROM generate_series(1, 2000) t(v))",
+            "array_agg() as a window function",
+        ),
+        (
+            "SELECT sum(length(a)) FROM (SELECT string_agg(CAST(v AS VARCHAR), ',') \
+             OVER (ORDER BY v) a FROM generate_series(1, 2000) t(v))",
+            "string_agg() as a window function",
+        ),
     ];
     for (sql, function) in refused {
         match answer(&ctx, sql).await {
@@ -216,6 +227,12 @@ async fn bounded_functions_answer_as_the_built_ins() {
         "SELECT v, repeat(v, v2), lpad(v, v2, '*'), replace(v, 'a', v), \
          regexp_replace(v, '(a)', '<\\1>', 'g'), range(v2) \
          FROM (VALUES ('banana', 2), ('a', 0), (NULL, 3), ('abc', NULL)) t(v, v2)",
+        "SELECT array_agg(v) OVER (ORDER BY v), string_agg(CAST(v AS VARCHAR), '-') \
+         OVER (ORDER BY v) FROM generate_series(1, 6) t(v) ORDER BY v",
+        // One value per group, however large: the pool accounts for the state.
+        "SELECT v % 3 AS g, cardinality(array_agg(v)), length(string_agg(CAST(v AS VARCHAR), '')), \
+         array_agg(v ORDER BY v DESC)[1] FROM generate_series(1, 300000) t(v) GROUP BY v % 3 \
+         ORDER BY g",
         "SELECT sum(length(replace(CAST(v AS VARCHAR), '1', 'one'))), \
          sum(length(regexp_replace(CAST(v AS VARCHAR), '(.)', '\\1\\1', 'g'))) \
          FROM generate_series(1, 20000) t(v)",

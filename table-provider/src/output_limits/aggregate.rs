@@ -1,0 +1,263 @@
+//! [`BoundedAggregate`]: `array_agg` and `string_agg` whose values, when computed row by row
+//! as window functions, are bounded.
+//!
+//! As an aggregate, each group's value is made once from a state the memory pool accounts
+//! for. As a window function, the value is made again for every row: `array_agg(v) OVER
+//! (ORDER BY v)` over 60,000 rows is 60,000 arrays of up to 60,000 elements, 14 GB held outside
+//! the pool until the batch is built, and the allocation aborted the server. The wrapper's
+//! accumulators count the bytes of the values they have made; past the limit (and only once a
+//! value was made more than once: a group's one value stays the pool's business) the query
+//! fails with `ResourcesExhausted`.
+
+use std::any::Any;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::{DataType, FieldRef};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
+use datafusion::logical_expr::function::{
+    AccumulatorArgs, AggregateFunctionSimplification, StateFieldsArgs,
+};
+use datafusion::logical_expr::utils::AggregateOrderSensitivity;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, GroupsAccumulator, ReversedUDAF,
+    SetMonotonicity, Signature, StatisticsArgs,
+};
+
+use super::describe_bytes;
+use super::sizes::scalar_bytes;
+
+/// A built-in aggregate whose row-by-row values are bounded (see the module docs).
+#[derive(Debug)]
+pub struct BoundedAggregate {
+    inner: Arc<AggregateUDF>,
+    limit: usize,
+}
+
+impl BoundedAggregate {
+    pub(super) fn udaf(inner: Arc<AggregateUDF>, limit: usize) -> AggregateUDF {
+        AggregateUDF::new_from_impl(Self { inner, limit })
+    }
+
+    fn bounded(&self, inner: Box<dyn Accumulator>) -> Box<dyn Accumulator> {
+        Box::new(BoundedAccumulator {
+            inner,
+            name: self.inner.name().to_string(),
+            limit: self.limit,
+            values: 0,
+            produced: 0,
+        })
+    }
+}
+
+impl PartialEq for BoundedAggregate {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner == other.inner && self.limit == other.limit
+    }
+}
+
+impl Eq for BoundedAggregate {}
+
+impl Hash for BoundedAggregate {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.inner.hash(state);
+        self.limit.hash(state);
+    }
+}
+
+impl AggregateUDFImpl for BoundedAggregate {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn aliases(&self) -> &[String] {
+        self.inner.aliases()
+    }
+
+    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
+        self.inner.inner().schema_name(params)
+    }
+
+    fn human_display(&self, params: &AggregateFunctionParams) -> Result<String> {
+        self.inner.inner().human_display(params)
+    }
+
+    fn display_name(&self, params: &AggregateFunctionParams) -> Result<String> {
+        self.inner.inner().display_name(params)
+    }
+
+    fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
+        self.inner.window_function_schema_name(params)
+    }
+
+    fn window_function_display_name(&self, params: &WindowFunctionParams) -> Result<String> {
+        self.inner.window_function_display_name(params)
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn return_field(&self, arg_fields: &[FieldRef]) -> Result<FieldRef> {
+        self.inner.return_field(arg_fields)
+    }
+
+    fn is_nullable(&self) -> bool {
+        self.inner.is_nullable()
+    }
+
+    fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(self.bounded(self.inner.accumulator(acc_args)?))
+    }
+
+    fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        Ok(self.bounded(self.inner.create_sliding_accumulator(args)?))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        self.inner.state_fields(args)
+    }
+
+    // A grouped accumulator makes each group's value once (its state is in the pool).
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        self.inner.groups_accumulator_supported(args)
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        self.inner.create_groups_accumulator(args)
+    }
+
+    fn order_sensitivity(&self) -> AggregateOrderSensitivity {
+        self.inner.inner().order_sensitivity()
+    }
+
+    fn with_beneficial_ordering(
+        self: Arc<Self>,
+        beneficial_ordering: bool,
+    ) -> Result<Option<Arc<dyn AggregateUDFImpl>>> {
+        Ok(Arc::clone(self.inner.inner())
+            .with_beneficial_ordering(beneficial_ordering)?
+            .map(|inner| {
+                let inner = Arc::new(AggregateUDF::new_from_shared_impl(inner));
+                Arc::new(Self {
+                    inner,
+                    limit: self.limit,
+                }) as Arc<dyn AggregateUDFImpl>
+            }))
+    }
+
+    fn simplify(&self) -> Option<AggregateFunctionSimplification> {
+        self.inner.simplify()
+    }
+
+    fn reverse_expr(&self) -> ReversedUDAF {
+        match self.inner.reverse_udf() {
+            ReversedUDAF::Reversed(reversed) => {
+                ReversedUDAF::Reversed(Arc::new(Self::udaf(reversed, self.limit)))
+            }
+            other => other,
+        }
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
+        self.inner.coerce_types(arg_types)
+    }
+
+    fn is_descending(&self) -> Option<bool> {
+        self.inner.is_descending()
+    }
+
+    fn value_from_stats(&self, statistics_args: &StatisticsArgs) -> Option<ScalarValue> {
+        self.inner.value_from_stats(statistics_args)
+    }
+
+    fn default_value(&self, data_type: &DataType) -> Result<ScalarValue> {
+        self.inner.default_value(data_type)
+    }
+
+    fn supports_null_handling_clause(&self) -> bool {
+        self.inner.inner().supports_null_handling_clause()
+    }
+
+    fn supports_within_group_clause(&self) -> bool {
+        self.inner.inner().supports_within_group_clause()
+    }
+
+    fn documentation(&self) -> Option<&Documentation> {
+        self.inner.documentation()
+    }
+
+    fn set_monotonicity(&self, data_type: &DataType) -> SetMonotonicity {
+        self.inner.inner().set_monotonicity(data_type)
+    }
+}
+
+/// An accumulator that counts the bytes of the values it makes.
+#[derive(Debug)]
+struct BoundedAccumulator {
+    inner: Box<dyn Accumulator>,
+    name: String,
+    limit: usize,
+    /// Values made so far.
+    values: usize,
+    /// Their bytes.
+    produced: usize,
+}
+
+impl Accumulator for BoundedAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.inner.update_batch(values)
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        let value = self.inner.evaluate()?;
+        self.values += 1;
+        self.produced = self.produced.saturating_add(scalar_bytes(&value));
+        if self.values > 1 && self.produced > self.limit {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "{}() as a window function made {} values of {} in all, over the {} one \
+                 function may produce for a partition (a quarter of the query's memory \
+                 limit): every row's value holds its whole frame; narrow the frame or \
+                 aggregate with GROUP BY",
+                self.name,
+                self.values,
+                describe_bytes(self.produced),
+                describe_bytes(self.limit),
+            )));
+        }
+        Ok(value)
+    }
+
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        self.inner.state()
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.inner.merge_batch(states)
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.inner.retract_batch(values)
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        self.inner.supports_retract_batch()
+    }
+}

@@ -38,12 +38,16 @@ use datafusion::datasource::table_schema::TableSchema;
 use datafusion::logical_expr::dml::InsertOp;
 use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr_adapter::PhysicalExprAdapterFactory;
 use datafusion::physical_optimizer::pruning::PruningPredicate;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
 use datafusion::physical_plan::empty::EmptyExec;
+use datafusion::physical_plan::filter::FilterExec;
 use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder};
+use datafusion::physical_plan::projection::ProjectionExec;
 use iceberg::spec::{NameMapping, Transform};
 
 use crate::catalog::{Catalog, LoadedTable, RefKind};
@@ -529,6 +533,30 @@ impl TableProvider for IcebergTableProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        // Filters answered by identity partition values: decided `Exact` on the filter
+        // DataFusion offered; if the one it passes here (simplified since) does not convert
+        // completely, partition pruning does not answer it, and nothing above applies it.
+        let unanswered = self.unanswered_identity_filters(filters);
+        if !unanswered.is_empty() {
+            return self
+                .scan_filtering(state, projection, filters, &unanswered, limit)
+                .await;
+        }
+        self.scan_with_recipe(state, projection, filters, limit)
+            .await
+    }
+}
+
+impl IcebergTableProvider {
+    /// [`TableProvider::scan`] with its filters answered by pruning and the scan itself: plans
+    /// the files and builds the scan with the recipe a cluster ships it by.
+    async fn scan_with_recipe(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let target_partitions = state.config().target_partitions();
         let positional = self.positional_schema.is_some();
         // A positional scan reads every row of the files it plans: no limit.
@@ -580,6 +608,85 @@ fn with_recipe(scan: Arc<dyn ExecutionPlan>, recipe: ScanRecipe) -> Arc<dyn Exec
 }
 
 impl IcebergTableProvider {
+    /// Of `filters`, those over identity partition columns only that do not convert
+    /// completely into a pruning predicate (see [`TableProvider::scan`]).
+    fn unanswered_identity_filters(&self, filters: &[Expr]) -> Vec<Expr> {
+        filters
+            .iter()
+            .filter(|f| {
+                let columns = f.column_refs();
+                !columns.is_empty()
+                    && columns.iter().all(|c| {
+                        self.resolved
+                            .schema
+                            .field_by_name(&c.name)
+                            .is_some_and(|field| self.identity_everywhere.contains(&field.id))
+                    })
+                    && !Predicate::from_filters(std::slice::from_ref(*f), &self.resolved.schema)
+                        .1
+                        .first()
+                        .copied()
+                        .unwrap_or(false)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The scan with `unanswered` applied above it: the projection widened by their columns,
+    /// a filter, the limit after the filter, and the requested columns again.
+    async fn scan_filtering(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        unanswered: &[Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let full = self.schema();
+        let requested: Vec<usize> = match projection {
+            Some(p) => p.clone(),
+            None => (0..full.fields().len()).collect(),
+        };
+        let mut widened = requested.clone();
+        for column in unanswered.iter().flat_map(|f| f.column_refs()) {
+            let index = full.index_of(&column.name)?;
+            if !widened.contains(&index) {
+                widened.push(index);
+            }
+        }
+        let scan = self
+            .scan_with_recipe(state, Some(&widened), filters, None)
+            .await?;
+        let schema = DFSchema::try_from(scan.schema().as_ref().clone())?;
+        let predicate = conjunction(unanswered.iter().cloned())
+            .map(|p| state.create_physical_expr(p, &schema))
+            .transpose()?;
+        let Some(predicate) = predicate else {
+            return Ok(scan);
+        };
+        // (A limit given to a scan is a hint: DataFusion's own limit stays above it.)
+        let filter = FilterExec::try_new(predicate, scan)?;
+        let filtered: Arc<dyn ExecutionPlan> = match ExecutionPlan::with_fetch(&filter, limit) {
+            Some(limited) => limited,
+            None => Arc::new(filter),
+        };
+        if widened.len() == requested.len() {
+            return Ok(filtered);
+        }
+        let columns: Vec<(Arc<dyn PhysicalExpr>, String)> = requested
+            .iter()
+            .enumerate()
+            .map(|(i, index)| {
+                let name = full.field(*index).name().clone();
+                (
+                    Arc::new(Column::new(&name, i)) as Arc<dyn PhysicalExpr>,
+                    name,
+                )
+            })
+            .collect();
+        Ok(Arc::new(ProjectionExec::try_new(columns, filtered)?))
+    }
+
     /// This table as the decoded-column cache tells tables apart: its UUID and name mapping.
     fn column_source(&self) -> Arc<ColumnSource> {
         let metadata = self.table.metadata();

@@ -108,7 +108,6 @@ async fn null_comparisons_on_identity_partitions_keep_their_filter() {
 /// or not, twice each (the second read from the column cache), and with a limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identity_filters_pruning_cannot_answer_are_applied_by_the_scan() {
-    use datafusion::catalog::TableProvider;
     let dir = tempfile::tempdir().expect("tempdir");
     let (_, catalog) = warehouse_with_db(dir.path()).await;
     // With a column cache, as the server plans: a scan whose filters the partitions decide
@@ -164,7 +163,12 @@ async fn identity_filters_pruning_cannot_answer_are_applied_by_the_scan() {
         ];
         for (projection, limit) in runs {
             let plan = provider
-                .scan(&ctx.state(), projection.as_ref(), &[expr.clone()], limit)
+                .scan(
+                    &ctx.state(),
+                    projection.as_ref(),
+                    std::slice::from_ref(&expr),
+                    limit,
+                )
                 .await
                 .expect("scan");
             let batches = datafusion::physical_plan::collect(plan, ctx.task_ctx())

@@ -153,13 +153,63 @@ pub(super) fn scalar_bytes(scalar: &ScalarValue) -> usize {
     }
 }
 
-/// The Arrow size of an array as sliced (its share of shared buffers, not their whole size);
-/// the whole size where Arrow cannot say (view types).
+/// The bytes of an array's values as sliced: a string's or binary's bytes (a view array's
+/// too, which Arrow's slice size leaves out), a list's elements (only those of its rows, which
+/// Arrow's slice size counts whole), a struct's fields; fixed-width values by their width.
 fn array_bytes(array: &dyn Array) -> usize {
-    array
-        .to_data()
-        .get_slice_memory_size()
-        .unwrap_or_else(|_| array.get_array_memory_size())
+    let rows = array.len();
+    let views = |lengths: &mut dyn Iterator<Item = u128>| {
+        lengths.fold(rows.saturating_mul(16), |sum, view| {
+            sum.saturating_add((view as u32) as usize)
+        })
+    };
+    match array.data_type() {
+        DataType::Utf8 => offsets_bytes(array.as_string::<i32>().value_offsets()),
+        DataType::LargeUtf8 => offsets_bytes(array.as_string::<i64>().value_offsets()),
+        DataType::Binary => offsets_bytes(array.as_binary::<i32>().value_offsets()),
+        DataType::LargeBinary => offsets_bytes(array.as_binary::<i64>().value_offsets()),
+        DataType::Utf8View => views(&mut array.as_string_view().views().iter().copied()),
+        DataType::BinaryView => views(&mut array.as_binary_view().views().iter().copied()),
+        DataType::List(_) => {
+            let list = array.as_list::<i32>();
+            offsets_bytes(list.value_offsets())
+                .saturating_add(elements_bytes(list.values(), list.value_offsets()))
+        }
+        DataType::LargeList(_) => {
+            let list = array.as_list::<i64>();
+            offsets_bytes(list.value_offsets())
+                .saturating_add(elements_bytes(list.values(), list.value_offsets()))
+        }
+        DataType::Map(_, _) => {
+            let map = array.as_map();
+            let entries: &dyn Array = map.entries();
+            let (start, end) = offset_range(map.value_offsets());
+            array_bytes(&entries.slice(start, end.saturating_sub(start)))
+        }
+        DataType::FixedSizeList(_, _) => array_bytes(array.as_fixed_size_list().values().as_ref()),
+        DataType::Struct(_) => array
+            .as_struct()
+            .columns()
+            .iter()
+            .fold(rows, |sum, c| sum.saturating_add(array_bytes(c.as_ref()))),
+        _ => array
+            .to_data()
+            .get_slice_memory_size()
+            .unwrap_or_else(|_| array.get_array_memory_size()),
+    }
+}
+
+/// The value bytes a string or binary array's offsets span, and the offsets themselves.
+fn offsets_bytes<O: arrow::array::OffsetSizeTrait>(offsets: &[O]) -> usize {
+    let (start, end) = offset_range(offsets);
+    end.saturating_sub(start)
+        .saturating_add(offsets.len().saturating_mul(size_of::<O>()))
+}
+
+/// The bytes of the elements of `values` that a list's `offsets` cover.
+fn elements_bytes<O: arrow::array::OffsetSizeTrait>(values: &ArrayRef, offsets: &[O]) -> usize {
+    let (start, end) = offset_range(offsets);
+    array_bytes(values.slice(start, end.saturating_sub(start)).as_ref())
 }
 
 /// Elements of the lists in `array`, nested lists counted down to their leaves; a value that

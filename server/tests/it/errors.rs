@@ -241,6 +241,14 @@ async fn statements_and_patterns_that_crashed_the_server_are_refused() {
         chain(5_000, " OR 1 = "),
         vec!["SELECT 1"; 5_000].join(" UNION ALL "),
         format!("SELECT 1{}", " ".repeat(5 << 20)),
+        // 5,000 chained CTEs: over 100 s and 10 GB of planning.
+        format!(
+            "WITH c0 AS (SELECT 1 AS x), {} SELECT x FROM c4999",
+            (1..5_000)
+                .map(|i| format!("c{i} AS (SELECT x FROM c{})", i - 1))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     ] {
         let e = query(&mut client, &sql).await.unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{e}");

@@ -334,6 +334,10 @@ async fn statements_that_would_allocate_without_bound_are_refused() {
         ),
         // 1 MiB doubled 9 times: 512 MiB.
         (doubled(9), "petrel_string_concat()"),
+        (
+            "SELECT arrow_cast(NULL, 'FixedSizeList(2147483647, Int64)') IS NULL".to_string(),
+            "arrow_cast()",
+        ),
         // Each row's value holds every row before it: 14 GB over 60,000 rows.
         (
             "SELECT sum(cardinality(a)) FROM (SELECT array_agg(v) OVER (ORDER BY v) a \
@@ -350,6 +354,16 @@ async fn statements_that_would_allocate_without_bound_are_refused() {
         );
         assert!(!e.message().contains("Optimizer rule"), "{e}");
     }
+    // -1 month + 28 days from March 1st is March 1st again: the series never ended.
+    let e = query(
+        &mut client,
+        "SELECT cardinality(generate_series(DATE '2001-03-01', DATE '2000-01-01', \
+         INTERVAL '-1 month 28 days'))",
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e}");
+    assert!(e.message().contains("step mixes signs"), "{e}");
     assert_eq!(single_i64(&mut client, &doubled(3)).await, 8 << 20);
     assert_eq!(
         single_i64(&mut client, "SELECT length(repeat('ab', 1000))").await,

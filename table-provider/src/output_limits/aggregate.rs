@@ -1,5 +1,6 @@
 //! [`BoundedAggregate`]: `array_agg` and `string_agg` whose values, when computed row by row
-//! as window functions, are bounded.
+//! as window functions, are bounded; and approximate percentiles whose t-digest size is
+//! ([`MAX_DIGEST_SIZE`]).
 //!
 //! As an aggregate, each group's value is made once from a state the memory pool accounts
 //! for. As a window function, the value is made again for every row: `array_agg(v) OVER
@@ -25,6 +26,7 @@ use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, GroupsAccumulator, ReversedUDAF,
     SetMonotonicity, Signature, StatisticsArgs,
 };
+use datafusion::physical_expr::expressions::Literal;
 
 use super::describe_bytes;
 use super::sizes::scalar_bytes;
@@ -34,11 +36,58 @@ use super::sizes::scalar_bytes;
 pub struct BoundedAggregate {
     inner: Arc<AggregateUDF>,
     limit: usize,
+    /// The argument that sizes a t-digest (`approx_percentile_cont`'s max size), if any.
+    digest_size_argument: Option<usize>,
 }
+
+/// The largest t-digest `approx_percentile_cont` may ask for: DataFusion allocates room for
+/// all its centroids at once (a max size of 1,000,000,000 asked for 16 GB and aborted the
+/// server). Spark's default accuracy is 10,000, DataFusion's 100.
+pub const MAX_DIGEST_SIZE: u64 = 1_000_000;
 
 impl BoundedAggregate {
     pub(super) fn udaf(inner: Arc<AggregateUDF>, limit: usize) -> AggregateUDF {
-        AggregateUDF::new_from_impl(Self { inner, limit })
+        AggregateUDF::new_from_impl(Self {
+            inner,
+            limit,
+            digest_size_argument: None,
+        })
+    }
+
+    /// `inner` (an approximate percentile) whose t-digest size, argument `index`, is at most
+    /// [`MAX_DIGEST_SIZE`].
+    pub(super) fn digest(inner: Arc<AggregateUDF>, index: usize, limit: usize) -> AggregateUDF {
+        AggregateUDF::new_from_impl(Self {
+            inner,
+            limit,
+            digest_size_argument: Some(index),
+        })
+    }
+
+    /// Refuses a t-digest size over [`MAX_DIGEST_SIZE`].
+    fn check_arguments(&self, args: &AccumulatorArgs) -> Result<()> {
+        let Some(index) = self.digest_size_argument else {
+            return Ok(());
+        };
+        let Some(literal) = args
+            .exprs
+            .get(index)
+            .and_then(|e| e.as_any().downcast_ref::<Literal>())
+        else {
+            return Ok(());
+        };
+        let size = match literal.value().cast_to(&DataType::Float64) {
+            Ok(ScalarValue::Float64(Some(size))) => size,
+            _ => return Ok(()),
+        };
+        if size > MAX_DIGEST_SIZE as f64 {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "{}(): a t-digest of {size} centroids is over the limit of {MAX_DIGEST_SIZE} \
+                 (its room is allocated at once)",
+                self.inner.name()
+            )));
+        }
+        Ok(())
     }
 
     fn bounded(&self, inner: Box<dyn Accumulator>) -> Box<dyn Accumulator> {
@@ -54,7 +103,9 @@ impl BoundedAggregate {
 
 impl PartialEq for BoundedAggregate {
     fn eq(&self, other: &Self) -> bool {
-        self.inner == other.inner && self.limit == other.limit
+        self.inner == other.inner
+            && self.limit == other.limit
+            && self.digest_size_argument == other.digest_size_argument
     }
 }
 
@@ -117,10 +168,12 @@ impl AggregateUDFImpl for BoundedAggregate {
     }
 
     fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        self.check_arguments(&acc_args)?;
         Ok(self.bounded(self.inner.accumulator(acc_args)?))
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        self.check_arguments(&args)?;
         Ok(self.bounded(self.inner.create_sliding_accumulator(args)?))
     }
 
@@ -137,6 +190,7 @@ impl AggregateUDFImpl for BoundedAggregate {
         &self,
         args: AccumulatorArgs,
     ) -> Result<Box<dyn GroupsAccumulator>> {
+        self.check_arguments(&args)?;
         self.inner.create_groups_accumulator(args)
     }
 
@@ -155,6 +209,7 @@ impl AggregateUDFImpl for BoundedAggregate {
                 Arc::new(Self {
                     inner,
                     limit: self.limit,
+                    digest_size_argument: self.digest_size_argument,
                 }) as Arc<dyn AggregateUDFImpl>
             }))
     }
@@ -166,7 +221,11 @@ impl AggregateUDFImpl for BoundedAggregate {
     fn reverse_expr(&self) -> ReversedUDAF {
         match self.inner.reverse_udf() {
             ReversedUDAF::Reversed(reversed) => {
-                ReversedUDAF::Reversed(Arc::new(Self::udaf(reversed, self.limit)))
+                ReversedUDAF::Reversed(Arc::new(AggregateUDF::new_from_impl(Self {
+                    inner: reversed,
+                    limit: self.limit,
+                    digest_size_argument: self.digest_size_argument,
+                })))
             }
             other => other,
         }

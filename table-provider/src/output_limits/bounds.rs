@@ -11,7 +11,7 @@ use std::sync::Arc;
 use arrow::array::{Array, AsArray};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, IntervalMonthDayNanoType, TimeUnit};
-use datafusion::common::{Result, ScalarValue};
+use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs};
 
 use super::sizes::{Arg, Integers, value_bytes};
@@ -41,6 +41,96 @@ pub(super) enum Growth {
     Series,
     /// `array_to_string(list, separator [, null_text])`: every element as text.
     ArrayToString,
+    /// At most this many times the bytes of the arguments: `encode` (hex: 2), `overlay` (1).
+    Scaled(usize),
+    /// `upper` / `lower` / `initcap(s)`: ASCII keeps its size; another character's case can
+    /// take up to 3 times its bytes (`ΐ`).
+    Case,
+    /// `translate(s, from, to)`: each character becomes at most one of `to`'s.
+    Translate,
+    /// `to_char(value, format)`: a format specifier of 2 bytes writes up to 32 (`%+`).
+    ToChar,
+    /// `array_replace[_n|_all](list, from, to [, n])`: each element may become `to`.
+    ArrayReplace,
+    /// `arrow_cast(value, 'type')`: checked at planning (DataFusion makes it a `CAST`): the
+    /// type's text nests at most [`MAX_TYPE_NESTING`] deep (parsing it recursed without
+    /// bound), and one value of a fixed-size type (`FixedSizeList(2147483647, Int64)`: 16 GiB,
+    /// even for NULL) fits the limit.
+    ArrowCast,
+}
+
+/// How deep the type text of `arrow_cast` may nest.
+pub(super) const MAX_TYPE_NESTING: usize = 64;
+
+impl Growth {
+    /// Checks made while planning, before the function's own return type is computed from
+    /// `scalar_arguments` (the literal arguments).
+    pub(super) fn check_arguments(self, scalar_arguments: &[Option<&ScalarValue>]) -> Result<()> {
+        if self != Growth::ArrowCast {
+            return Ok(());
+        }
+        let Some(Some(text)) = scalar_arguments
+            .get(1)
+            .map(|a| a.and_then(|v| v.try_as_str()))
+        else {
+            return Ok(());
+        };
+        let Some(text) = text else {
+            return Ok(());
+        };
+        let mut depth = 0usize;
+        let mut deepest = 0usize;
+        for c in text.chars() {
+            match c {
+                '(' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                ')' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        if deepest > MAX_TYPE_NESTING {
+            return Err(DataFusionError::Plan(format!(
+                "arrow_cast: the type nests {deepest} levels deep, over the limit of \
+                 {MAX_TYPE_NESTING}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks made while planning on the function's return type.
+    pub(super) fn check_return_type(self, data_type: &DataType, limit: usize) -> Result<()> {
+        if self != Growth::ArrowCast {
+            return Ok(());
+        }
+        let width = fixed_width(data_type);
+        if width > limit {
+            return Err(DataFusionError::ResourcesExhausted(format!(
+                "arrow_cast() to {data_type}: one value takes {}, over the {} one function \
+                 call may produce (a quarter of the query's memory limit)",
+                super::describe_bytes(width),
+                super::describe_bytes(limit),
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The bytes one value of `data_type` takes whatever it holds (NULL too): fixed-size lists
+/// and binaries, structs of them, and fixed-width values; 0 for variable-size types, whose
+/// NULL takes nothing.
+fn fixed_width(data_type: &DataType) -> usize {
+    match data_type {
+        DataType::FixedSizeList(field, size) => usize::try_from(*size)
+            .unwrap_or(0)
+            .saturating_mul(fixed_width(field.data_type()).max(1)),
+        DataType::FixedSizeBinary(size) => usize::try_from(*size).unwrap_or(0),
+        DataType::Struct(fields) => fields.iter().fold(0usize, |sum, f| {
+            sum.saturating_add(fixed_width(f.data_type()))
+        }),
+        other => other.primitive_width().unwrap_or(0),
+    }
 }
 
 impl Growth {
@@ -126,6 +216,61 @@ impl Growth {
                 }))
             }
             Growth::Series => series_bound(values, rows),
+            // (A call is a CAST once simplified; its one-value size was checked at planning.)
+            Growth::ArrowCast => Ok(0),
+            Growth::Scaled(factor) => Ok(values
+                .iter()
+                .fold(0usize, |sum, v| sum.saturating_add(value_bytes(v, rows)))
+                .saturating_mul(factor)),
+            Growth::Case => {
+                let Some(text) = arg(0) else {
+                    return Ok(0);
+                };
+                let loose = value_bytes(text, rows).saturating_mul(3);
+                if loose <= limit {
+                    return Ok(loose);
+                }
+                let text = Arg::new(text)?;
+                Ok(sum_rows(rows, |row| {
+                    text.str_at(row).map_or(0, |t| {
+                        let wide = t.bytes().filter(|b| !b.is_ascii()).count();
+                        t.len().saturating_add(wide.saturating_mul(2))
+                    })
+                }))
+            }
+            Growth::Translate => {
+                let (Some(text), Some(to)) = (arg(0), arg(2)) else {
+                    return Ok(0);
+                };
+                let widest = match to {
+                    ColumnarValue::Scalar(s) => {
+                        s.try_as_str().flatten().map_or(1, widest_character)
+                    }
+                    ColumnarValue::Array(_) => 4,
+                };
+                Ok(value_bytes(text, rows).saturating_mul(widest.max(1)))
+            }
+            Growth::ToChar => {
+                let Some(format) = arg(1) else {
+                    return Ok(0);
+                };
+                let format = Arg::new(format)?;
+                Ok(sum_rows(rows, |row| {
+                    format.bytes_at(row).saturating_mul(16).saturating_add(64)
+                }))
+            }
+            Growth::ArrayReplace => {
+                let (Some(list), Some(to)) = (arg(0), arg(2)) else {
+                    return Ok(0);
+                };
+                let (list, to) = (Arg::new(list)?, Arg::new(to)?);
+                Ok(sum_rows(rows, |row| {
+                    list.bytes_at(row).saturating_add(
+                        list.leaves_at(row)
+                            .saturating_mul(to.bytes_at(row).saturating_add(8)),
+                    )
+                }))
+            }
             Growth::ArrayToString => {
                 let (Some(list), Some(separator)) = (arg(0), arg(1)) else {
                     return Ok(0);
@@ -304,12 +449,15 @@ fn series_bound(values: &[ColumnarValue], rows: usize) -> Result<usize> {
                 .map(|row| {
                     let day = |v: Option<i64>| v.map(|d| i128::from(d) * NANOS_PER_DAY);
                     let from = start.as_ref().and_then(|s| day(s.at(row)));
+                    // Dates move by whole days: a step's nanoseconds do not move them.
                     let step = step
                         .as_ref()
-                        .map_or(Some(NANOS_PER_DAY), |s| s.nanos_at(row));
-                    steps(from, day(stop.at(row)), step)
+                        .map_or(Step::Length(NANOS_PER_DAY as u128), |s| {
+                            s.step_at(row, true)
+                        });
+                    interval_steps(from, day(stop.at(row)), step)
                 })
-                .collect()
+                .collect::<Result<_>>()?
         }
         DataType::Timestamp(unit, _) => {
             let per_unit: i128 = match unit {
@@ -325,10 +473,10 @@ fn series_bound(values: &[ColumnarValue], rows: usize) -> Result<usize> {
                 .map(|row| {
                     let nanos = |v: Option<i64>| v.map(|t| i128::from(t) * per_unit);
                     let from = start.as_ref().and_then(|s| nanos(s.at(row)));
-                    let step = step.as_ref().and_then(|s| s.nanos_at(row));
-                    steps(from, nanos(stop.at(row)), step)
+                    let step = step.as_ref().map_or(Step::Null, |s| s.step_at(row, false));
+                    interval_steps(from, nanos(stop.at(row)), step)
                 })
-                .collect()
+                .collect::<Result<_>>()?
         }
         // Other types fail in the function itself.
         _ => return Ok(0),
@@ -349,6 +497,20 @@ fn steps(start: Option<i128>, stop: Option<i128>, step: Option<i128>) -> u128 {
     }
 }
 
+/// [`steps`] by an interval step; a step that may not advance is refused.
+fn interval_steps(start: Option<i128>, stop: Option<i128>, step: Step) -> Result<u128> {
+    match step {
+        Step::Null => Ok(0),
+        Step::Unbounded => Err(DataFusionError::ResourcesExhausted(
+            "a date or timestamp series whose step mixes signs (such as INTERVAL '1 month \
+             -28 days') may never advance, and its series would not end: give the step's \
+             parts one sign"
+                .into(),
+        )),
+        Step::Length(length) => Ok(steps(start, stop, i128::try_from(length).ok())),
+    }
+}
+
 /// A column or scalar cast to `to` (as an array-valued or scalar `ColumnarValue`).
 fn cast_value(value: &ColumnarValue, to: &DataType) -> Result<ColumnarValue> {
     Ok(match value {
@@ -357,8 +519,19 @@ fn cast_value(value: &ColumnarValue, to: &DataType) -> Result<ColumnarValue> {
     })
 }
 
-/// An interval step of a date or timestamp series, as its shortest length in nanoseconds (a
-/// month counted as 28 days).
+/// One row's interval step of a date or timestamp series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// NULL: the row's series is NULL.
+    Null,
+    /// It always advances by at least this many nanoseconds (a month counted as 28 days).
+    Length(u128),
+    /// Its parts have different signs (`1 month -28 days`, `-1 month 28 days`), so it may
+    /// advance by nothing, or away from the end: DataFusion's series then never ends.
+    Unbounded,
+}
+
+/// The interval steps of a date or timestamp series, readable by row.
 struct IntervalSteps {
     /// One value for every row.
     scalar: bool,
@@ -378,13 +551,21 @@ impl IntervalSteps {
         })
     }
 
-    fn nanos_at(&self, row: usize) -> Option<i128> {
+    /// The step at `row`; `whole_days`: of a date series, where nanoseconds do not count. A
+    /// step of length 0 is DataFusion's to refuse.
+    fn step_at(&self, row: usize, whole_days: bool) -> Step {
         let i = if self.scalar { 0 } else { row };
-        self.intervals.is_valid(i).then(|| {
-            let v = self.intervals.value(i);
-            i128::from(v.months) * 28 * NANOS_PER_DAY
-                + i128::from(v.days) * NANOS_PER_DAY
-                + i128::from(v.nanoseconds)
-        })
+        if self.intervals.is_null(i) {
+            return Step::Null;
+        }
+        let v = self.intervals.value(i);
+        let nanos = if whole_days { 0 } else { v.nanoseconds };
+        let parts = [i128::from(v.months), i128::from(v.days), i128::from(nanos)];
+        if parts.iter().any(|p| *p > 0) && parts.iter().any(|p| *p < 0) {
+            return Step::Unbounded;
+        }
+        Step::Length(
+            (parts[0] * 28 * NANOS_PER_DAY + parts[1] * NANOS_PER_DAY + parts[2]).unsigned_abs(),
+        )
     }
 }

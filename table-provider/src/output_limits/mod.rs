@@ -1,9 +1,10 @@
 //! Limits on the data one function call or one literal may make, checked before it is made.
 //!
 //! A few SQL functions make far more data than they are given: `repeat('x', 2000000000)`,
-//! `lpad(s, 2147483647)`, `range(1, 1e12)`, `array_repeat(v, n)`, `replace` and
-//! `regexp_replace` (up to the product of their arguments' sizes), and a concatenation of a
-//! value with itself, level after level of a CTE. A literal is copied into every row of a
+//! `lpad(s, 2147483647)`, `range(1, 1e12)`, `array_repeat(v, n)`, `replace`,
+//! `regexp_replace` and `array_replace_all` (up to the product of their arguments' sizes), and
+//! a concatenation, `encode(…, 'hex')` or `overlay` of a value with itself, level after level
+//! of a CTE. A literal is copied into every row of a
 //! batch it is computed with. Arrow allocates those outputs in one piece, outside any memory
 //! pool, and an allocation the machine cannot give aborts the process: one statement of a few
 //! hundred bytes killed the server (PostgreSQL refuses such values with "requested length too
@@ -35,7 +36,7 @@ use std::sync::Arc;
 
 use datafusion::logical_expr::ScalarUDF;
 
-pub use aggregate::BoundedAggregate;
+pub use aggregate::{BoundedAggregate, MAX_DIGEST_SIZE};
 use bounds::Growth;
 pub use literal_copies::LiteralCopies;
 pub use rule::BoundFunctionOutputs;
@@ -80,6 +81,26 @@ pub fn bounded_scalar_functions(limit: usize) -> Vec<ScalarUDF> {
             datafusion::functions_nested::string::array_to_string_udf(),
             Growth::ArrayToString,
         ),
+        (datafusion::functions::encoding::encode(), Growth::Scaled(2)),
+        (string::upper(), Growth::Case),
+        (string::lower(), Growth::Case),
+        (unicode::initcap(), Growth::Case),
+        (unicode::translate(), Growth::Translate),
+        (datafusion::functions::core::overlay(), Growth::Scaled(1)),
+        (datafusion::functions::datetime::to_char(), Growth::ToChar),
+        (datafusion::functions::core::arrow_cast(), Growth::ArrowCast),
+        (
+            datafusion::functions_nested::replace::array_replace_udf(),
+            Growth::ArrayReplace,
+        ),
+        (
+            datafusion::functions_nested::replace::array_replace_n_udf(),
+            Growth::ArrayReplace,
+        ),
+        (
+            datafusion::functions_nested::replace::array_replace_all_udf(),
+            Growth::ArrayReplace,
+        ),
     ];
     built_ins
         .into_iter()
@@ -88,13 +109,27 @@ pub fn bounded_scalar_functions(limit: usize) -> Vec<ScalarUDF> {
 }
 
 /// `array_agg` and `string_agg`, whose values as window functions are bounded to `limit`
-/// bytes per partition ([`BoundedAggregate`]): register them over the built-ins.
+/// bytes per partition, and the approximate percentiles, whose t-digests are bounded
+/// ([`BoundedAggregate`]): register them over the built-ins.
 pub fn bounded_aggregate_functions(limit: usize) -> Vec<datafusion::logical_expr::AggregateUDF> {
-    use datafusion::functions_aggregate::{array_agg, string_agg};
-    [array_agg::array_agg_udaf(), string_agg::string_agg_udaf()]
-        .into_iter()
-        .map(|inner| BoundedAggregate::udaf(inner, limit))
-        .collect()
+    use datafusion::functions_aggregate::{
+        approx_percentile_cont, approx_percentile_cont_with_weight, array_agg, string_agg,
+    };
+    vec![
+        BoundedAggregate::udaf(array_agg::array_agg_udaf(), limit),
+        BoundedAggregate::udaf(string_agg::string_agg_udaf(), limit),
+        // (value, percentile, max size) and (value, weight, percentile, max size).
+        BoundedAggregate::digest(
+            approx_percentile_cont::approx_percentile_cont_udaf(),
+            2,
+            limit,
+        ),
+        BoundedAggregate::digest(
+            approx_percentile_cont_with_weight::approx_percentile_cont_with_weight_udaf(),
+            3,
+            limit,
+        ),
+    ]
 }
 
 /// `bytes` for a message: `512 B`, `96.0 KiB`, `1.5 GiB`.

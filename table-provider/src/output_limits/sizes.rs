@@ -10,27 +10,30 @@ use datafusion::common::{Result, ScalarValue};
 use datafusion::logical_expr::ColumnarValue;
 
 /// One argument of a call, readable by row.
-pub(super) struct Arg<'a> {
-    value: &'a ColumnarValue,
+pub(super) struct Arg {
     /// The argument as an array: the column, or the scalar as one row.
     array: ArrayRef,
+    /// One value for every row.
+    scalar: bool,
 }
 
-impl<'a> Arg<'a> {
-    pub(super) fn new(value: &'a ColumnarValue) -> Result<Self> {
-        let array = match value {
-            ColumnarValue::Array(array) => ArrayRef::clone(array),
-            ColumnarValue::Scalar(scalar) => scalar.to_array_of_size(1)?,
-        };
-        Ok(Self { value, array })
+impl Arg {
+    pub(super) fn new(value: &ColumnarValue) -> Result<Self> {
+        Ok(match value {
+            ColumnarValue::Array(array) => Self {
+                array: ArrayRef::clone(array),
+                scalar: false,
+            },
+            ColumnarValue::Scalar(scalar) => Self {
+                array: scalar.to_array_of_size(1)?,
+                scalar: true,
+            },
+        })
     }
 
     /// The array index of `row`.
     fn index(&self, row: usize) -> usize {
-        match self.value {
-            ColumnarValue::Array(_) => row,
-            ColumnarValue::Scalar(_) => 0,
-        }
+        if self.scalar { 0 } else { row }
     }
 
     /// Bytes of the value at `row` (0 for NULL): a string's or binary's length, else the
@@ -103,12 +106,9 @@ pub(super) struct Integers {
 
 impl Integers {
     pub(super) fn new(value: &ColumnarValue) -> Result<Self> {
-        let array = Arg::new(value)?.array;
+        let Arg { array, scalar } = Arg::new(value)?;
         let values = cast(&array, &DataType::Int64)?.as_primitive().clone();
-        Ok(Self {
-            scalar: matches!(value, ColumnarValue::Scalar(_)),
-            values,
-        })
+        Ok(Self { scalar, values })
     }
 
     /// The value at `row` (None: NULL).

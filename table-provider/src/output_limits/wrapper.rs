@@ -106,7 +106,11 @@ impl ScalarUDFImpl for BoundedOutput {
     }
 
     fn return_field_from_args(&self, args: ReturnFieldArgs) -> Result<FieldRef> {
-        self.inner.return_field_from_args(args)
+        self.growth.check_arguments(args.scalar_arguments)?;
+        let field = self.inner.return_field_from_args(args)?;
+        self.growth
+            .check_return_type(field.data_type(), self.limit)?;
+        Ok(field)
     }
 
     fn is_nullable(&self, args: &[Expr], schema: &dyn ExprSchema) -> bool {
@@ -135,8 +139,26 @@ impl ScalarUDFImpl for BoundedOutput {
     }
 
     fn simplify(&self, args: Vec<Expr>, info: &SimplifyContext) -> Result<ExprSimplifyResult> {
+        // The planning checks again: a call whose type nothing asked for (`arrow_cast(…) IS
+        // NULL`) reaches simplification unchecked, and `arrow_cast` becomes a `CAST` there.
+        let literals: Vec<Option<&datafusion::common::ScalarValue>> = args
+            .iter()
+            .map(|a| match a {
+                Expr::Literal(value, _) => Some(value),
+                _ => None,
+            })
+            .collect();
+        self.growth.check_arguments(&literals)?;
         Ok(match self.inner.simplify(args, info)? {
             ExprSimplifyResult::Simplified(expr) => {
+                let cast_to = match &expr {
+                    Expr::Cast(cast) => Some(&cast.data_type),
+                    Expr::TryCast(cast) => Some(&cast.data_type),
+                    _ => None,
+                };
+                if let Some(data_type) = cast_to {
+                    self.growth.check_return_type(data_type, self.limit)?;
+                }
                 ExprSimplifyResult::Simplified(self.rewrap(expr)?)
             }
             original => original,

@@ -395,7 +395,11 @@ impl QueryEngine {
         }
         // Planning executes nothing; DDL would run in `SessionContext::sql`, so the plan is
         // checked (`policy`) before the context sees it.
-        let plan = match state.create_logical_plan(&text).await {
+        let planned = crate::engine_panics::guarded_async("planning", async {
+            Ok(state.create_logical_plan(&text).await)
+        })
+        .await?;
+        let plan = match planned {
             Ok(plan) => plan,
             Err(e) => return Err(crate::error::planning_error(&state, &text, e).await),
         };
@@ -700,7 +704,7 @@ impl QueryEngine {
         };
         // (A cancel during planning cancelled the token: the stream's first poll ends it.)
         let guarded = QueryStream {
-            inner: stream,
+            inner: crate::engine_panics::GuardedStream::new(stream).boxed(),
             cancelled: Box::pin(token.cancelled_owned()),
             done: false,
             permit: Some(permit),

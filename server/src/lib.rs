@@ -41,6 +41,8 @@
 //!   `--read-only`), an allow-list decided on the logical plan.
 //! - [`untrusted_ipc`]: Arrow IPC from clients decoded without trusting it (no panics, no
 //!   allocations a message merely declares).
+//! - [`engine_panics`]: DataFusion's panics while planning or running a statement answered as
+//!   INTERNAL errors.
 //! - [`server`]: binds, TLS, graceful shutdown.
 
 pub mod admission;
@@ -50,6 +52,7 @@ pub mod cluster_commands;
 pub mod config;
 pub mod demo;
 pub mod engine;
+pub mod engine_panics;
 pub mod error;
 pub mod executor;
 pub mod flight_sql;

@@ -63,7 +63,7 @@ pub fn optimize(frame: DataFrame, observer: &Observer) -> Result<DataFrame, Stat
     let (state, plan) = frame.into_parts();
     let optimized = {
         let _entered = observer.span.enter();
-        state.optimize(&plan).map_err(df_status)?
+        crate::engine_panics::guarded("optimizing", || state.optimize(&plan).map_err(df_status))?
     };
     Ok(DataFrame::new(state, optimized))
 }
@@ -78,10 +78,13 @@ pub async fn execute_optimized(
     started: Instant,
 ) -> Result<SendableRecordBatchStream, Status> {
     let task = query_task(&frame, pool)?;
-    let plan = physical_plan(frame, true)
-        .instrument(observer.span.clone())
-        .await
-        .map_err(df_status)?;
+    let plan = crate::engine_panics::guarded_async("planning", async {
+        physical_plan(frame, true)
+            .instrument(observer.span.clone())
+            .await
+            .map_err(df_status)
+    })
+    .await?;
     metrics::global().planned(Stage::Physical, started.elapsed());
     observer.scans.add(Arc::clone(&plan));
     let _entered = observer.span.enter();

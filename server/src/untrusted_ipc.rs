@@ -26,14 +26,7 @@ use arrow_flight::decode::FlightRecordBatchStream;
 use arrow_flight::error::FlightError;
 use futures::Stream;
 
-/// The message of a caught decoder panic.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_string()))
-        .unwrap_or_else(|| "the decoder failed".to_string())
-}
+use crate::engine_panics::panic_message;
 
 /// Every record batch of the IPC stream `bytes`. Arrow's push decoder is used rather than its
 /// reader: the reader allocates whatever length a message declares before reading it (four

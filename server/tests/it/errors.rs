@@ -372,6 +372,28 @@ async fn statements_that_would_allocate_without_bound_are_refused() {
     run(&mut client, "SELECT count(*) FROM seabirds").await;
 }
 
+/// Statements DataFusion 53 panics on, while optimizing (`date_trunc`, `overlay`: constant
+/// folding) or planning (interval arithmetic), fail with INTERNAL naming the panic instead of
+/// losing the client its call; the server answers the next statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_the_engine_panics_on_fail_with_the_reason() {
+    let server = Petrel::start(&[]);
+    let mut client = server.client().await;
+    for sql in [
+        "SELECT date_trunc('week', TIMESTAMP '1677-09-21 00:12:44')",
+        "SELECT overlay('abc' placing 'x' from -9223372036854775808 for 9223372036854775807)",
+        "SELECT DATE '1970-01-01' + INTERVAL '2147483647 days'",
+        // The same, over a column: the panic is in running the plan, not folding it.
+        "SELECT date_trunc('week', t) FROM (VALUES (TIMESTAMP '1677-09-21 00:12:44'), \
+         (TIMESTAMP '2020-01-01 00:00:00')) v(t)",
+    ] {
+        let e = query(&mut client, sql).await.unwrap_err();
+        assert_eq!(e.code(), Code::Internal, "{sql}: {e}");
+        assert!(e.message().contains("panicked"), "{sql}: {e}");
+        assert_eq!(single_i64(&mut client, "SELECT 41 + 1").await, 42);
+    }
+}
+
 /// A scalar subquery returning more than one row fails with INVALID_ARGUMENT saying so, in a
 /// query and in a DELETE (which deletes nothing); one row is its value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -164,17 +164,39 @@ impl Growth {
                 let (Some(text), Some(count)) = (arg(0), arg(1)) else {
                     return Ok(0);
                 };
-                let (text, count) = (Arg::new(text)?, Integers::new(count)?);
+                let count_arg = Integers::new(count)?;
+                if is_scalar(count) {
+                    // One count: the texts' bytes times it, without a pass over the rows.
+                    return Ok(value_bytes(text, rows).saturating_mul(count_arg.count_at(0)));
+                }
+                let text = Arg::new(text)?;
                 Ok(sum_rows(rows, |row| {
-                    text.bytes_at(row).saturating_mul(count.count_at(row))
+                    text.bytes_at(row).saturating_mul(count_arg.count_at(row))
                 }))
             }
             Growth::Pad => {
                 let (Some(text), Some(length)) = (arg(0), arg(1)) else {
                     return Ok(0);
                 };
-                let (text, length) = (Arg::new(text)?, Integers::new(length)?);
-                let fill = arg(2).map(Arg::new).transpose()?;
+                let length_arg = Integers::new(length)?;
+                let fill_value = arg(2);
+                if is_scalar(length) && fill_value.is_none_or(is_scalar) {
+                    // One length and fill: the same sum, without a pass over the rows.
+                    let characters = length_arg.count_at(0);
+                    let fill_width = match fill_value {
+                        Some(ColumnarValue::Scalar(f)) => {
+                            f.try_as_str().flatten().map_or(4, widest_character)
+                        }
+                        _ => 1,
+                    };
+                    return Ok(value_bytes(text, rows)
+                        .min(rows.saturating_mul(characters.saturating_mul(4)))
+                        .saturating_add(
+                            rows.saturating_mul(characters.saturating_mul(fill_width)),
+                        ));
+                }
+                let (text, length) = (Arg::new(text)?, length_arg);
+                let fill = fill_value.map(Arg::new).transpose()?;
                 Ok(sum_rows(rows, |row| {
                     let characters = length.count_at(row);
                     // The result is `characters` characters: the text's first ones, then fill.
@@ -297,6 +319,16 @@ fn sum_rows(rows: usize, bytes: impl Fn(usize) -> usize) -> usize {
     (0..rows).fold(0usize, |sum, row| sum.saturating_add(bytes(row)))
 }
 
+/// Whether an argument is one value for every row.
+fn is_scalar(value: &ColumnarValue) -> bool {
+    matches!(value, ColumnarValue::Scalar(_))
+}
+
+/// A scalar's bytes as text (a string's length; 0 for NULL).
+fn scalar_text_bytes(value: &ScalarValue) -> usize {
+    value.try_as_str().flatten().map_or(0, str::len)
+}
+
 /// The UTF-8 width of the widest character of `text` (1 for an empty text).
 fn widest_character(text: &str) -> usize {
     text.chars().map(char::len_utf8).max().unwrap_or(1)
@@ -309,6 +341,19 @@ fn replace_bound(values: &[ColumnarValue], rows: usize, limit: usize) -> Result<
     let (Some(text), Some(from), Some(to)) = (values.first(), values.get(1), values.get(2)) else {
         return Ok(0);
     };
+    if let (ColumnarValue::Scalar(f), ColumnarValue::Scalar(t)) = (from, to) {
+        // One pattern and replacement: as many occurrences as fit in all the text, without a
+        // pass over the rows (the sum of each row's is at most that).
+        let (f, t) = (scalar_text_bytes(f), scalar_text_bytes(t));
+        let length = value_bytes(text, rows);
+        let occurrences = length
+            .checked_div(f)
+            .unwrap_or_else(|| length.saturating_add(rows));
+        let loose = length.saturating_add(occurrences.saturating_mul(t.saturating_sub(f)));
+        if loose <= limit {
+            return Ok(loose);
+        }
+    }
     let (text, from, to) = (Arg::new(text)?, Arg::new(from)?, Arg::new(to)?);
     let growth = |row: usize, occurrences: usize| {
         let (from, to) = (from.bytes_at(row), to.bytes_at(row));
@@ -354,6 +399,25 @@ fn regexp_replace_bound(args: &ScalarFunctionArgs, rows: usize, limit: usize) ->
         Some(ColumnarValue::Array(_)) => None,
     };
     let global = flags.as_ref().is_none_or(|f| f.contains('g'));
+    if let ColumnarValue::Scalar(r) = replacement {
+        // One replacement: the loose bound over all the text, without a pass over the rows.
+        let length = value_bytes(text, rows);
+        let references = r
+            .try_as_str()
+            .flatten()
+            .map_or(0, |r| r.matches(['\\', '$']).count());
+        let matches = if global {
+            length.saturating_add(rows)
+        } else {
+            rows
+        };
+        let loose = length
+            .saturating_add(matches.saturating_mul(scalar_text_bytes(r)))
+            .saturating_add(references.saturating_mul(length));
+        if loose <= limit {
+            return Ok(loose);
+        }
+    }
     let (text_arg, replacement) = (Arg::new(text)?, Arg::new(replacement)?);
     let bound = |row: usize, matches: usize| {
         let length = text_arg.bytes_at(row);

@@ -158,18 +158,21 @@ pub(super) fn scalar_bytes(scalar: &ScalarValue) -> usize {
 /// Arrow's slice size counts whole), a struct's fields; fixed-width values by their width.
 fn array_bytes(array: &dyn Array) -> usize {
     let rows = array.len();
-    let views = |lengths: &mut dyn Iterator<Item = u128>| {
-        lengths.fold(rows.saturating_mul(16), |sum, view| {
-            sum.saturating_add((view as u32) as usize)
-        })
+    // A view's low 32 bits are its value's length; summed as u64 (8192 rows of u32 cannot
+    // overflow it), which the compiler vectorizes.
+    let views = |views: &[u128]| {
+        let lengths: u64 = views.iter().map(|view| u64::from(*view as u32)).sum();
+        usize::try_from(lengths)
+            .unwrap_or(usize::MAX)
+            .saturating_add(rows.saturating_mul(16))
     };
     match array.data_type() {
         DataType::Utf8 => offsets_bytes(array.as_string::<i32>().value_offsets()),
         DataType::LargeUtf8 => offsets_bytes(array.as_string::<i64>().value_offsets()),
         DataType::Binary => offsets_bytes(array.as_binary::<i32>().value_offsets()),
         DataType::LargeBinary => offsets_bytes(array.as_binary::<i64>().value_offsets()),
-        DataType::Utf8View => views(&mut array.as_string_view().views().iter().copied()),
-        DataType::BinaryView => views(&mut array.as_binary_view().views().iter().copied()),
+        DataType::Utf8View => views(array.as_string_view().views()),
+        DataType::BinaryView => views(array.as_binary_view().views()),
         DataType::List(_) => {
             let list = array.as_list::<i32>();
             offsets_bytes(list.value_offsets())

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""What bounding function outputs (`table-provider/src/output_limits/`) costs: two Petrel
+binaries on the same function-heavy queries, alternated, in one run.
+
+    .venv/bin/python scripts/bench-function-overhead.py <baseline binary> <binary> [--rounds 4]
+
+Each round starts both binaries in turn (the first one first in odd rounds, the other in even
+rounds, so both see the same machine load) on an empty embedded warehouse, and runs each query
+six times over one ADBC connection (the first run is a warm-up). The queries need no tables
+(`generate_series`):
+
+- `||`: `sum(length(CAST(v AS VARCHAR) || 'abc' || CAST(v AS VARCHAR)))` over 5,000,000 rows
+  (two bounded `petrel_string_concat` calls per batch);
+- `upper(replace(…))` over 5,000,000 rows (two bounded calls with one-value arguments);
+- `sum(v)` over 20,000,000 rows (no function: the fixed cost of the rules and guards).
+
+It prints each query's median wall time per binary and the ratio (binary ÷ baseline).
+"""
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import adbc_driver_flightsql.dbapi as flight_sql
+
+QUERIES = [
+    (
+        "||",
+        "SELECT sum(length(CAST(v AS VARCHAR) || 'abc' || CAST(v AS VARCHAR))) "
+        "FROM generate_series(1, 5000000) t(v)",
+    ),
+    (
+        "upper(replace())",
+        "SELECT sum(length(upper(replace(CAST(v AS VARCHAR), '1', 'one')))) "
+        "FROM generate_series(1, 5000000) t(v)",
+    ),
+    ("sum(v)", "SELECT sum(v) FROM generate_series(1, 20000000) t(v)"),
+]
+
+
+def run(binary, port, warehouse):
+    """Each query's timed runs (seconds) on a fresh server of `binary`."""
+    server = subprocess.Popen(
+        [binary, "--bind", f"127.0.0.1:{port}", "--data-dir", warehouse],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                conn = flight_sql.connect(f"grpc://127.0.0.1:{port}")
+                conn.cursor().execute("SELECT 1")
+                break
+            except Exception:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+        times = {}
+        for name, sql in QUERIES:
+            runs = []
+            for _ in range(6):
+                started = time.perf_counter()
+                cursor = conn.cursor()
+                cursor.execute(sql)
+                cursor.fetch_arrow_table()
+                runs.append(time.perf_counter() - started)
+            times[name] = runs[1:]
+        conn.close()
+        return times
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("baseline")
+    parser.add_argument("binary")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--port", type=int, default=50095)
+    args = parser.parse_args()
+    results = {label: {name: [] for name, _ in QUERIES} for label in ("baseline", "binary")}
+    with tempfile.TemporaryDirectory() as warehouse:
+        for round_ in range(args.rounds):
+            order = [("baseline", args.baseline), ("binary", args.binary)]
+            if round_ % 2 == 0:
+                order.reverse()
+            for label, binary in order:
+                for name, runs in run(binary, args.port, warehouse).items():
+                    results[label][name].extend(runs)
+    for name, _ in QUERIES:
+        base = statistics.median(results["baseline"][name]) * 1000
+        new = statistics.median(results["binary"][name]) * 1000
+        print(f"{name:18s} baseline {base:7.1f} ms  binary {new:7.1f} ms  ratio {new / base:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

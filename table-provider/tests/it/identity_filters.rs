@@ -61,10 +61,11 @@ fn cases() -> Vec<(&'static str, Vec<i64>)> {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn null_comparisons_on_identity_partitions_keep_their_filter() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (_, catalog) = warehouse_with_db(dir.path()).await;
+/// A session over a warehouse in `dir` with the empty table `db.parted`, identity-partitioned
+/// by `cat` and `n`, planned with a column cache as the server plans (a scan whose filters the
+/// partitions decide reads its files whole, from the cache from the second read on).
+async fn session_with_parted_table(dir: &std::path::Path) -> datafusion::prelude::SessionContext {
+    let (_, catalog) = warehouse_with_db(dir).await;
     let planner = Arc::new(ScanPlanner::default().with_column_cache(ColumnCache::new(64 << 20)));
     let ctx = session_with_planner(vec![("iceberg", catalog)], planner);
     run_ddl(
@@ -72,6 +73,13 @@ async fn null_comparisons_on_identity_partitions_keep_their_filter() {
         "CREATE TABLE iceberg.db.parted (id bigint, cat string, n int) PARTITIONED BY (cat, n)",
     )
     .await;
+    ctx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_comparisons_on_identity_partitions_keep_their_filter() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ctx = session_with_parted_table(dir.path()).await;
     run_ddl(
         &ctx,
         "CREATE TABLE iceberg.db.flat (id bigint, cat string, n int)",
@@ -109,16 +117,7 @@ async fn null_comparisons_on_identity_partitions_keep_their_filter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identity_filters_pruning_cannot_answer_are_applied_by_the_scan() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (_, catalog) = warehouse_with_db(dir.path()).await;
-    // With a column cache, as the server plans: a scan whose filters the partitions decide
-    // reads its files whole, from the cache from the second read on.
-    let planner = Arc::new(ScanPlanner::default().with_column_cache(ColumnCache::new(64 << 20)));
-    let ctx = session_with_planner(vec![("iceberg", catalog)], planner);
-    run_ddl(
-        &ctx,
-        "CREATE TABLE iceberg.db.parted (id bigint, cat string, n int) PARTITIONED BY (cat, n)",
-    )
-    .await;
+    let ctx = session_with_parted_table(dir.path()).await;
     let sql = format!("INSERT INTO iceberg.db.parted {ROWS}");
     assert_eq!(write_count(&ctx, &sql).await, 60);
     let provider = ctx

@@ -44,6 +44,7 @@
 //! - [`metadata_tables`]: Spark's metadata tables (`t.snapshots`, `"t$files"`, …), read-only.
 //! - [`error`]: one error type with table / snapshot / file context.
 //! - [`cache_stats`]: hit / miss counts and sizes of the manifest and delete-file caches.
+//! - [`decimal_sum`]: `sum` of decimals that fails on overflow (DataFusion's wraps around).
 //! - [`output_limits`]: bounds on what one function call or literal may make (`repeat`,
 //!   `lpad`, `range`, `||`, …), checked before Arrow allocates it.
 
@@ -53,6 +54,7 @@ pub mod catalog_views;
 pub mod changes;
 pub mod commit;
 pub mod ddl;
+pub mod decimal_sum;
 pub mod deletes;
 pub mod dml;
 pub mod error;
@@ -108,11 +110,14 @@ pub fn register_functions(
 }
 
 /// The aggregate functions [`register_functions`] registers: `min` / `max` over the built-ins
-/// ([`FloatTotalOrder`]) and `petrel_single_value` ([`scalar_subquery::single_value`]).
+/// ([`FloatTotalOrder`]), `sum` over the built-in ([`decimal_sum::CheckedDecimalSum`]: decimal
+/// totals fail on overflow instead of wrapping) and `petrel_single_value`
+/// ([`scalar_subquery::single_value`]).
 pub fn petrel_functions() -> Vec<datafusion::logical_expr::AggregateUDF> {
     vec![
         FloatTotalOrder::min(),
         FloatTotalOrder::max(),
+        decimal_sum::CheckedDecimalSum::sum(),
         scalar_subquery::single_value(),
     ]
 }

@@ -16,6 +16,7 @@ mod column_cache;
 mod commit_faults;
 mod corpus;
 mod ddl;
+mod decimal_sums;
 mod delete;
 mod delete_writers;
 mod equality_positions;

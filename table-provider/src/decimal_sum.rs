@@ -10,20 +10,17 @@
 //! INVALID_ARGUMENT-class `ArrowError::ArithmeticOverflow` naming the precision. Everything
 //! else (other types, `DISTINCT`, window frames) is the built-in's.
 
-use std::any::Any;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use arrow::array::{ArrayRef, AsArray, BooleanArray, Decimal128Array};
-use arrow::datatypes::{DataType, Decimal128Type, DecimalType, FieldRef};
+use arrow::datatypes::{DataType, Decimal128Type, DecimalType};
 use arrow::error::ArrowError;
 use datafusion::common::{DataFusionError, Result, ScalarValue};
-use datafusion::logical_expr::expr::AggregateFunctionParams;
-use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::function::AccumulatorArgs;
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, EmitTo, GroupsAccumulator,
-    ReversedUDAF, SetMonotonicity, Signature,
+    Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, ReversedUDAF,
 };
 use datafusion_functions_aggregate_common::aggregate::groups_accumulator::prim_op::PrimitiveGroupsAccumulator;
 
@@ -59,45 +56,7 @@ fn fits(value: i128, precision: u8) -> bool {
 }
 
 impl AggregateUDFImpl for CheckedDecimalSum {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn aliases(&self) -> &[String] {
-        self.inner.aliases()
-    }
-
-    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
-        self.inner.inner().schema_name(params)
-    }
-
-    fn human_display(&self, params: &AggregateFunctionParams) -> Result<String> {
-        self.inner.inner().human_display(params)
-    }
-
-    fn display_name(&self, params: &AggregateFunctionParams) -> Result<String> {
-        self.inner.inner().display_name(params)
-    }
-
-    fn signature(&self) -> &Signature {
-        self.inner.signature()
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.inner.return_type(arg_types)
-    }
-
-    fn return_field(&self, arg_fields: &[FieldRef]) -> Result<FieldRef> {
-        self.inner.return_field(arg_fields)
-    }
-
-    fn is_nullable(&self) -> bool {
-        self.inner.is_nullable()
-    }
+    crate::udaf_delegation::delegate_aggregate_udf!();
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         match args.return_field.data_type() {
@@ -110,10 +69,6 @@ impl AggregateUDFImpl for CheckedDecimalSum {
             }
             _ => self.inner.accumulator(args),
         }
-    }
-
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        self.inner.state_fields(args)
     }
 
     fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
@@ -149,28 +104,8 @@ impl AggregateUDFImpl for CheckedDecimalSum {
         self.inner.create_sliding_accumulator(args)
     }
 
-    fn order_sensitivity(&self) -> datafusion::logical_expr::utils::AggregateOrderSensitivity {
-        self.inner.inner().order_sensitivity()
-    }
-
     fn reverse_expr(&self) -> ReversedUDAF {
         ReversedUDAF::Identical
-    }
-
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.inner.coerce_types(arg_types)
-    }
-
-    fn default_value(&self, data_type: &DataType) -> Result<ScalarValue> {
-        self.inner.default_value(data_type)
-    }
-
-    fn documentation(&self) -> Option<&Documentation> {
-        self.inner.documentation()
-    }
-
-    fn set_monotonicity(&self, data_type: &DataType) -> SetMonotonicity {
-        self.inner.inner().set_monotonicity(data_type)
     }
 }
 

@@ -11,21 +11,15 @@
 //! from −∞ (+∞) as the upstream fix does. Everything else — the name, coercion, the
 //! ungrouped accumulator, answers from statistics — is the built-in's.
 
-use std::any::Any;
 use std::cmp::Ordering;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, FieldRef, Float32Type, Float64Type};
+use arrow::datatypes::{DataType, Float32Type, Float64Type};
 use datafusion::common::{Result, ScalarValue};
-use datafusion::logical_expr::expr::AggregateFunctionParams;
-use datafusion::logical_expr::function::{
-    AccumulatorArgs, AggregateFunctionSimplification, StateFieldsArgs,
-};
-use datafusion::logical_expr::utils::AggregateOrderSensitivity;
+use datafusion::logical_expr::function::{AccumulatorArgs, AggregateFunctionSimplification};
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, GroupsAccumulator, ReversedUDAF,
-    SetMonotonicity, Signature, StatisticsArgs,
+    Accumulator, AggregateUDF, AggregateUDFImpl, GroupsAccumulator, ReversedUDAF, StatisticsArgs,
 };
 use datafusion_functions_aggregate_common::aggregate::groups_accumulator::prim_op::PrimitiveGroupsAccumulator;
 
@@ -98,52 +92,10 @@ macro_rules! total_order_accumulator {
 }
 
 impl AggregateUDFImpl for FloatTotalOrder {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn aliases(&self) -> &[String] {
-        self.inner.aliases()
-    }
-
-    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
-        self.inner.inner().schema_name(params)
-    }
-
-    fn human_display(&self, params: &AggregateFunctionParams) -> Result<String> {
-        self.inner.inner().human_display(params)
-    }
-
-    fn display_name(&self, params: &AggregateFunctionParams) -> Result<String> {
-        self.inner.inner().display_name(params)
-    }
-
-    fn signature(&self) -> &Signature {
-        self.inner.signature()
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.inner.return_type(arg_types)
-    }
-
-    fn return_field(&self, arg_fields: &[FieldRef]) -> Result<FieldRef> {
-        self.inner.return_field(arg_fields)
-    }
-
-    fn is_nullable(&self) -> bool {
-        self.inner.is_nullable()
-    }
+    crate::udaf_delegation::delegate_aggregate_udf!();
 
     fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         self.inner.accumulator(acc_args)
-    }
-
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        self.inner.state_fields(args)
     }
 
     fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
@@ -172,10 +124,6 @@ impl AggregateUDFImpl for FloatTotalOrder {
         self.inner.create_sliding_accumulator(args)
     }
 
-    fn order_sensitivity(&self) -> AggregateOrderSensitivity {
-        self.inner.inner().order_sensitivity()
-    }
-
     fn simplify(&self) -> Option<AggregateFunctionSimplification> {
         self.inner.simplify()
     }
@@ -184,31 +132,7 @@ impl AggregateUDFImpl for FloatTotalOrder {
         self.inner.reverse_udf()
     }
 
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.inner.coerce_types(arg_types)
-    }
-
-    fn is_descending(&self) -> Option<bool> {
-        self.inner.is_descending()
-    }
-
     fn value_from_stats(&self, statistics_args: &StatisticsArgs) -> Option<ScalarValue> {
         self.inner.value_from_stats(statistics_args)
-    }
-
-    fn default_value(&self, data_type: &DataType) -> Result<ScalarValue> {
-        self.inner.default_value(data_type)
-    }
-
-    fn supports_null_handling_clause(&self) -> bool {
-        self.inner.inner().supports_null_handling_clause()
-    }
-
-    fn documentation(&self) -> Option<&Documentation> {
-        self.inner.documentation()
-    }
-
-    fn set_monotonicity(&self, data_type: &DataType) -> SetMonotonicity {
-        self.inner.inner().set_monotonicity(data_type)
     }
 }

@@ -77,6 +77,7 @@ mod sql_tokens;
 pub mod statement_exec;
 pub mod statements;
 pub mod time_travel;
+mod udaf_delegation;
 pub mod write;
 
 pub use catalog::{

@@ -10,21 +10,16 @@
 //! value was made more than once: a group's one value stays the pool's business) the query
 //! fails with `ResourcesExhausted`.
 
-use std::any::Any;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use arrow::array::ArrayRef;
-use arrow::datatypes::{DataType, FieldRef};
+use arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result, ScalarValue};
-use datafusion::logical_expr::expr::{AggregateFunctionParams, WindowFunctionParams};
-use datafusion::logical_expr::function::{
-    AccumulatorArgs, AggregateFunctionSimplification, StateFieldsArgs,
-};
-use datafusion::logical_expr::utils::AggregateOrderSensitivity;
+use datafusion::logical_expr::expr::WindowFunctionParams;
+use datafusion::logical_expr::function::{AccumulatorArgs, AggregateFunctionSimplification};
 use datafusion::logical_expr::{
-    Accumulator, AggregateUDF, AggregateUDFImpl, Documentation, GroupsAccumulator, ReversedUDAF,
-    SetMonotonicity, Signature, StatisticsArgs,
+    Accumulator, AggregateUDF, AggregateUDFImpl, GroupsAccumulator, ReversedUDAF, StatisticsArgs,
 };
 use datafusion::physical_expr::expressions::Literal;
 
@@ -119,29 +114,7 @@ impl Hash for BoundedAggregate {
 }
 
 impl AggregateUDFImpl for BoundedAggregate {
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn aliases(&self) -> &[String] {
-        self.inner.aliases()
-    }
-
-    fn schema_name(&self, params: &AggregateFunctionParams) -> Result<String> {
-        self.inner.inner().schema_name(params)
-    }
-
-    fn human_display(&self, params: &AggregateFunctionParams) -> Result<String> {
-        self.inner.inner().human_display(params)
-    }
-
-    fn display_name(&self, params: &AggregateFunctionParams) -> Result<String> {
-        self.inner.inner().display_name(params)
-    }
+    crate::udaf_delegation::delegate_aggregate_udf!();
 
     fn window_function_schema_name(&self, params: &WindowFunctionParams) -> Result<String> {
         self.inner.window_function_schema_name(params)
@@ -149,22 +122,6 @@ impl AggregateUDFImpl for BoundedAggregate {
 
     fn window_function_display_name(&self, params: &WindowFunctionParams) -> Result<String> {
         self.inner.window_function_display_name(params)
-    }
-
-    fn signature(&self) -> &Signature {
-        self.inner.signature()
-    }
-
-    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
-        self.inner.return_type(arg_types)
-    }
-
-    fn return_field(&self, arg_fields: &[FieldRef]) -> Result<FieldRef> {
-        self.inner.return_field(arg_fields)
-    }
-
-    fn is_nullable(&self) -> bool {
-        self.inner.is_nullable()
     }
 
     fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
@@ -175,10 +132,6 @@ impl AggregateUDFImpl for BoundedAggregate {
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         self.check_arguments(&args)?;
         Ok(self.bounded(self.inner.create_sliding_accumulator(args)?))
-    }
-
-    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
-        self.inner.state_fields(args)
     }
 
     // A grouped accumulator makes each group's value once (its state is in the pool).
@@ -192,10 +145,6 @@ impl AggregateUDFImpl for BoundedAggregate {
     ) -> Result<Box<dyn GroupsAccumulator>> {
         self.check_arguments(&args)?;
         self.inner.create_groups_accumulator(args)
-    }
-
-    fn order_sensitivity(&self) -> AggregateOrderSensitivity {
-        self.inner.inner().order_sensitivity()
     }
 
     fn with_beneficial_ordering(
@@ -231,36 +180,12 @@ impl AggregateUDFImpl for BoundedAggregate {
         }
     }
 
-    fn coerce_types(&self, arg_types: &[DataType]) -> Result<Vec<DataType>> {
-        self.inner.coerce_types(arg_types)
-    }
-
-    fn is_descending(&self) -> Option<bool> {
-        self.inner.is_descending()
-    }
-
     fn value_from_stats(&self, statistics_args: &StatisticsArgs) -> Option<ScalarValue> {
         self.inner.value_from_stats(statistics_args)
     }
 
-    fn default_value(&self, data_type: &DataType) -> Result<ScalarValue> {
-        self.inner.default_value(data_type)
-    }
-
-    fn supports_null_handling_clause(&self) -> bool {
-        self.inner.inner().supports_null_handling_clause()
-    }
-
     fn supports_within_group_clause(&self) -> bool {
         self.inner.inner().supports_within_group_clause()
-    }
-
-    fn documentation(&self) -> Option<&Documentation> {
-        self.inner.documentation()
-    }
-
-    fn set_monotonicity(&self, data_type: &DataType) -> SetMonotonicity {
-        self.inner.inner().set_monotonicity(data_type)
     }
 }
 

@@ -69,13 +69,12 @@ impl Growth {
         if self != Growth::ArrowCast {
             return Ok(());
         }
-        let Some(Some(text)) = scalar_arguments
+        let Some(text) = scalar_arguments
             .get(1)
-            .map(|a| a.and_then(|v| v.try_as_str()))
+            .copied()
+            .flatten()
+            .and_then(|v| v.try_as_str().flatten())
         else {
-            return Ok(());
-        };
-        let Some(text) = text else {
             return Ok(());
         };
         let mut depth = 0usize;
@@ -147,17 +146,13 @@ impl Growth {
         };
         let arg = |i: usize| values.get(i);
         match self {
-            Growth::Concatenation => Ok(values
-                .iter()
-                .fold(0usize, |sum, v| sum.saturating_add(value_bytes(v, rows)))),
+            Growth::Concatenation => Ok(all_bytes(values, rows)),
             Growth::ConcatWithSeparator => {
                 let Some(separator) = arg(0) else {
                     return Ok(0);
                 };
                 let separators = values.len().saturating_sub(2);
-                let texts = values[1..]
-                    .iter()
-                    .fold(0usize, |sum, v| sum.saturating_add(value_bytes(v, rows)));
+                let texts = all_bytes(&values[1..], rows);
                 Ok(texts.saturating_add(value_bytes(separator, rows).saturating_mul(separators)))
             }
             Growth::Repeat => {
@@ -240,10 +235,7 @@ impl Growth {
             Growth::Series => series_bound(values, rows),
             // (A call is a CAST once simplified; its one-value size was checked at planning.)
             Growth::ArrowCast => Ok(0),
-            Growth::Scaled(factor) => Ok(values
-                .iter()
-                .fold(0usize, |sum, v| sum.saturating_add(value_bytes(v, rows)))
-                .saturating_mul(factor)),
+            Growth::Scaled(factor) => Ok(all_bytes(values, rows).saturating_mul(factor)),
             Growth::Case => {
                 let Some(text) = arg(0) else {
                     return Ok(0);
@@ -312,6 +304,13 @@ impl Growth {
             }
         }
     }
+}
+
+/// The bytes all of `values` contribute to a call over `rows` rows ([`value_bytes`]).
+fn all_bytes(values: &[ColumnarValue], rows: usize) -> usize {
+    values
+        .iter()
+        .fold(0usize, |sum, v| sum.saturating_add(value_bytes(v, rows)))
 }
 
 /// The sum of `bytes(row)` over `rows` rows, saturating.

@@ -1,18 +1,31 @@
 #!/usr/bin/env python3
-"""What bounding function outputs (`table-provider/src/output_limits/`) costs: two Petrel
-binaries on the same function-heavy queries, alternated, in one run.
+"""What Petrel's guards on functions and operators cost: two Petrel binaries on the same
+queries, alternated, in one run.
 
     .venv/bin/python scripts/bench-function-overhead.py <baseline binary> <binary> [--rounds 4]
+    .venv/bin/python scripts/bench-function-overhead.py <baseline> <binary> --queries arithmetic \
+        --warehouse ~/.cache/petrel/bench-vs-duckdb/warehouse
 
 Each round starts both binaries in turn (the first one first in odd rounds, the other in even
 rounds, so both see the same machine load) on an empty embedded warehouse, and runs each query
-six times over one ADBC connection (the first run is a warm-up). The queries need no tables
+six times over one ADBC connection (the first run is a warm-up).
+
+`--queries functions` (the default; bounded function outputs, `output_limits/`) needs no tables
 (`generate_series`):
 
 - `||`: `sum(length(CAST(v AS VARCHAR) || 'abc' || CAST(v AS VARCHAR)))` over 5,000,000 rows
   (two bounded `petrel_string_concat` calls per batch);
 - `upper(replace(…))` over 5,000,000 rows (two bounded calls with one-value arguments);
 - `sum(v)` over 20,000,000 rows (no function: the fixed cost of the rules and guards).
+
+`--queries arithmetic` (checked `+`, `-`, `*` and sums, `checked_arithmetic/`, `checked_sum.rs`)
+runs on the `plain` table of `scripts/bench-vs-duckdb.py` (5,000,000 rows; `--warehouse` is its
+warehouse directory, served as catalog `iceberg`):
+
+- `sum(v * 3 + 1)` over 20,000,000 rows of `generate_series` (BIGINT arithmetic and sum);
+- `sum(l_orderkey)` (a BIGINT column's sum, no arithmetic);
+- TPC-H Q1's decimal sums `sum(l_extendedprice * (1 - l_discount))` and
+  `sum(l_extendedprice * (1 - l_discount) * (1 + l_tax))`.
 
 It prints each query's median wall time per binary and the ratio (binary ÷ baseline).
 """
@@ -25,7 +38,7 @@ import time
 
 import adbc_driver_flightsql.dbapi as flight_sql
 
-QUERIES = [
+FUNCTIONS = [
     (
         "||",
         "SELECT sum(length(CAST(v AS VARCHAR) || 'abc' || CAST(v AS VARCHAR))) "
@@ -39,11 +52,24 @@ QUERIES = [
     ("sum(v)", "SELECT sum(v) FROM generate_series(1, 20000000) t(v)"),
 ]
 
+ARITHMETIC = [
+    ("sum(v * 3 + 1)", "SELECT sum(v * 3 + 1) FROM generate_series(1, 20000000) t(v)"),
+    ("sum(l_orderkey)", "SELECT sum(l_orderkey) FROM iceberg.db.plain"),
+    (
+        "Q1 decimal sums",
+        "SELECT sum(l_extendedprice * (1 - l_discount)), "
+        "sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) FROM iceberg.db.plain",
+    ),
+]
 
-def run(binary, port, warehouse):
+QUERY_SETS = {"functions": FUNCTIONS, "arithmetic": ARITHMETIC}
+
+
+def run(binary, port, data_dir, warehouse, queries):
     """Each query's timed runs (seconds) on a fresh server of `binary`."""
+    tables = ["--warehouse", warehouse] if warehouse else []
     server = subprocess.Popen(
-        [binary, "--bind", f"127.0.0.1:{port}", "--data-dir", warehouse],
+        [binary, "--bind", f"127.0.0.1:{port}", "--data-dir", data_dir, *tables],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -59,7 +85,7 @@ def run(binary, port, warehouse):
                     raise
                 time.sleep(0.2)
         times = {}
-        for name, sql in QUERIES:
+        for name, sql in queries:
             runs = []
             for _ in range(6):
                 started = time.perf_counter()
@@ -81,17 +107,23 @@ def main():
     parser.add_argument("binary")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--port", type=int, default=50095)
+    parser.add_argument("--queries", choices=sorted(QUERY_SETS), default="functions")
+    parser.add_argument("--warehouse", help="the bench tables' warehouse (for `arithmetic`)")
     args = parser.parse_args()
-    results = {label: {name: [] for name, _ in QUERIES} for label in ("baseline", "binary")}
-    with tempfile.TemporaryDirectory() as warehouse:
+    queries = QUERY_SETS[args.queries]
+    if args.queries == "arithmetic" and not args.warehouse:
+        parser.error("--queries arithmetic needs --warehouse (scripts/bench-vs-duckdb.py's)")
+    results = {label: {name: [] for name, _ in queries} for label in ("baseline", "binary")}
+    with tempfile.TemporaryDirectory() as data_dir:
         for round_ in range(args.rounds):
             order = [("baseline", args.baseline), ("binary", args.binary)]
             if round_ % 2 == 0:
                 order.reverse()
             for label, binary in order:
-                for name, runs in run(binary, args.port, warehouse).items():
+                times = run(binary, args.port, data_dir, args.warehouse, queries)
+                for name, runs in times.items():
                     results[label][name].extend(runs)
-    for name, _ in QUERIES:
+    for name, _ in queries:
         base = statistics.median(results["baseline"][name]) * 1000
         new = statistics.median(results["binary"][name]) * 1000
         print(f"{name:18s} baseline {base:7.1f} ms  binary {new:7.1f} ms  ratio {new / base:.3f}")

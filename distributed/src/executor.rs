@@ -71,7 +71,10 @@ fn function_registry() -> ballista_core::registry::BallistaFunctionRegistry {
                 .insert(name.to_string(), Arc::new(f.clone()));
         }
     }
-    for f in petrel_table_provider::output_limits::bounded_scalar_functions(limit) {
+    for f in petrel_table_provider::output_limits::bounded_scalar_functions(limit)
+        .into_iter()
+        .chain(petrel_table_provider::checked_arithmetic::checked_arithmetic_functions())
+    {
         for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
             registry
                 .scalar_functions

@@ -41,6 +41,7 @@ use datafusion::logical_expr::{DmlStatement, LogicalPlan, Union, WriteOp};
 use futures::stream::{BoxStream, Stream, StreamExt, TryStreamExt};
 use petrel_table_provider::catalog::Catalog;
 use petrel_table_provider::changes::TableChangesFunction;
+use petrel_table_provider::checked_arithmetic::CheckArithmetic;
 use petrel_table_provider::output_limits;
 use petrel_table_provider::statements::{is_petrel_write, is_procedure_call, plan_statement};
 use petrel_table_provider::{
@@ -208,6 +209,8 @@ impl QueryEngine {
             .with_analyzer_rule(Arc::new(output_limits::BoundFunctionOutputs::new(
                 output_limits::bounded_scalar_functions(output_limit),
             )))
+            // Integer and decimal `+`, `-`, `*` fail on overflow instead of wrapping around.
+            .with_analyzer_rule(Arc::new(CheckArithmetic::new()))
             .with_table_factories(HashMap::new())
             .with_table_functions(
                 datafusion::functions_table::all_default_table_functions()

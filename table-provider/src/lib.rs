@@ -44,7 +44,10 @@
 //! - [`metadata_tables`]: Spark's metadata tables (`t.snapshots`, `"t$files"`, …), read-only.
 //! - [`error`]: one error type with table / snapshot / file context.
 //! - [`cache_stats`]: hit / miss counts and sizes of the manifest and delete-file caches.
-//! - [`decimal_sum`]: `sum` of decimals that fails on overflow (DataFusion's wraps around).
+//! - [`checked_sum`]: `sum` of integers and decimals that fails on overflow (DataFusion's
+//!   wraps around).
+//! - [`checked_arithmetic`]: integer and decimal `+`, `-`, `*` that fail on overflow
+//!   (DataFusion's wrap around).
 //! - [`output_limits`]: bounds on what one function call or literal may make (`repeat`,
 //!   `lpad`, `range`, `||`, …), checked before Arrow allocates it.
 
@@ -52,9 +55,10 @@ pub mod cache_stats;
 pub mod catalog;
 pub mod catalog_views;
 pub mod changes;
+pub mod checked_arithmetic;
+pub mod checked_sum;
 pub mod commit;
 pub mod ddl;
-pub mod decimal_sum;
 pub mod deletes;
 pub mod dml;
 pub mod error;
@@ -89,9 +93,10 @@ pub use error::{Error, Result};
 pub use float_min_max::FloatTotalOrder;
 
 /// Registers the functions Petrel's plans use in `registry`: the aggregates of
-/// [`petrel_functions`], and the growing functions bounded to `output_limit` bytes per call
+/// [`petrel_functions`], the growing functions bounded to `output_limit` bytes per call
 /// ([`output_limits::bounded_scalar_functions`], `bounded_aggregate_functions`) over the
-/// built-ins. Every process that
+/// built-ins, and the checked arithmetic operators
+/// ([`checked_arithmetic::checked_arithmetic_functions`]). Every process that
 /// plans or runs Petrel's plans (the server, a Ballista scheduler and its executors) registers
 /// them.
 pub fn register_functions(
@@ -104,6 +109,9 @@ pub fn register_functions(
     for f in output_limits::bounded_scalar_functions(output_limit) {
         registry.register_udf(std::sync::Arc::new(f))?;
     }
+    for f in checked_arithmetic::checked_arithmetic_functions() {
+        registry.register_udf(std::sync::Arc::new(f))?;
+    }
     for f in output_limits::bounded_aggregate_functions(output_limit) {
         registry.register_udaf(std::sync::Arc::new(f))?;
     }
@@ -111,14 +119,14 @@ pub fn register_functions(
 }
 
 /// The aggregate functions [`register_functions`] registers: `min` / `max` over the built-ins
-/// ([`FloatTotalOrder`]), `sum` over the built-in ([`decimal_sum::CheckedDecimalSum`]: decimal
-/// totals fail on overflow instead of wrapping) and `petrel_single_value`
+/// ([`FloatTotalOrder`]), `sum` over the built-in ([`checked_sum::CheckedSum`]: integer and
+/// decimal totals fail on overflow instead of wrapping) and `petrel_single_value`
 /// ([`scalar_subquery::single_value`]).
 pub fn petrel_functions() -> Vec<datafusion::logical_expr::AggregateUDF> {
     vec![
         FloatTotalOrder::min(),
         FloatTotalOrder::max(),
-        decimal_sum::CheckedDecimalSum::sum(),
+        checked_sum::CheckedSum::sum(),
         scalar_subquery::single_value(),
     ]
 }

@@ -394,6 +394,48 @@ async fn statements_the_engine_panics_on_fail_with_the_reason() {
     }
 }
 
+/// Integer and decimal arithmetic and sums that overflow fail with INVALID_ARGUMENT instead of
+/// answering a wrapped-around value (DataFusion 53 wraps them): in a query, and in writes,
+/// which then commit nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflowing_arithmetic_is_invalid_and_writes_nothing() {
+    let server = Petrel::start(&[]);
+    let mut client = server.client().await;
+    run(
+        &mut client,
+        "CREATE TABLE petrel.demo.big (id INT, v BIGINT)",
+    )
+    .await;
+    run(
+        &mut client,
+        "INSERT INTO petrel.demo.big VALUES (1, 9223372036854775807), (2, 5)",
+    )
+    .await;
+    for sql in [
+        "SELECT v * v FROM (VALUES (9223372036854775807)) t(v)",
+        "SELECT v + 1 FROM petrel.demo.big",
+        "SELECT sum(v) FROM petrel.demo.big",
+        "SELECT CAST('99999999999999999999999999999999999999' AS DECIMAL(38,0)) + 1",
+        "UPDATE petrel.demo.big SET v = v + 1",
+        "INSERT INTO petrel.demo.big SELECT id, v * 2 FROM petrel.demo.big",
+    ] {
+        let e = query(&mut client, sql).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{sql}: {e}");
+        assert!(
+            e.message().to_lowercase().contains("overflow"),
+            "{sql}: {e}"
+        );
+    }
+    let unchanged = "SELECT count(*) FROM petrel.demo.big \
+                     WHERE (id = 1 AND v = 9223372036854775807) OR (id = 2 AND v = 5)";
+    assert_eq!(single_i64(&mut client, unchanged).await, 2);
+    let all = "SELECT count(*) FROM petrel.demo.big";
+    assert_eq!(single_i64(&mut client, all).await, 2);
+    // What fits is answered.
+    let fits = "SELECT sum(v - 9223372036854775800) FROM petrel.demo.big";
+    assert_eq!(single_i64(&mut client, fits).await, -9223372036854775788);
+}
+
 /// A scalar subquery returning more than one row fails with INVALID_ARGUMENT saying so, in a
 /// query and in a DELETE (which deletes nothing); one row is its value.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -99,6 +99,9 @@ fn session_of(
         .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
         .with_analyzer_rule(Arc::new(RowLevelDml::new()))
         .with_analyzer_rule(Arc::new(petrel_table_provider::SingleRowSubqueries))
+        .with_analyzer_rule(Arc::new(
+            petrel_table_provider::checked_arithmetic::CheckArithmetic::new(),
+        ))
         .with_query_planner(Arc::new(PetrelQueryPlanner))
         .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
         .build();

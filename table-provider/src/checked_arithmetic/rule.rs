@@ -1,0 +1,123 @@
+//! [`CheckArithmetic`]: the analyzer rule that makes `+`, `-`, `*` and unary `-` of integers
+//! and decimals fail on overflow.
+//!
+//! After type coercion, each of these operators whose operands are both integers or both
+//! decimals becomes a call of [`super::CheckedArithmetic`], unless the digits its operands can
+//! have prove it cannot overflow (`digits.rs`); `-x` of a signed integer becomes
+//! `0 - x` checked (`-x` of the smallest value wraps to itself in DataFusion). Every output
+//! column keeps its name. Floats, dates, timestamps and intervals keep DataFusion's
+//! operators: they do not wrap (floats reach infinity) or are checked already.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::datatypes::DataType;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, Result, ScalarValue};
+use datafusion::config::ConfigOptions;
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF, lit,
+};
+use datafusion::optimizer::AnalyzerRule;
+
+use super::{CheckedArithmetic, digits};
+
+/// Replaces wrapping arithmetic with checked arithmetic (see the module docs).
+#[derive(Debug)]
+pub struct CheckArithmetic {
+    checked: HashMap<Operator, Arc<ScalarUDF>>,
+}
+
+impl Default for CheckArithmetic {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CheckArithmetic {
+    /// The rule, with the functions of [`super::checked_arithmetic_functions`].
+    pub fn new() -> Self {
+        let checked = super::checked_arithmetic_functions()
+            .into_iter()
+            .filter_map(|f| {
+                let op = f.inner().as_any().downcast_ref::<CheckedArithmetic>()?.op();
+                Some((op, Arc::new(f)))
+            })
+            .collect();
+        Self { checked }
+    }
+
+    fn rewrite_node(&self, plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+        let schema = merge_schema(&plan.inputs());
+        let names = NamePreserver::new(&plan);
+        plan.map_expressions(|expr| {
+            let name = names.save(&expr);
+            let rewritten = expr.transform_up(|e| self.rewrite_expr(e, &schema))?;
+            Ok(rewritten.update_data(|e| name.restore(e)))
+        })
+    }
+
+    fn rewrite_expr(&self, expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+        match expr {
+            Expr::BinaryExpr(b) => match self.checked.get(&b.op) {
+                Some(checked)
+                    if wrapping_operands(&b.left, &b.right, schema) && !proven_safe(&b, schema) =>
+                {
+                    let BinaryExpr { left, right, .. } = b;
+                    Ok(Transformed::yes(checked.call(vec![*left, *right])))
+                }
+                _ => Ok(Transformed::no(Expr::BinaryExpr(b))),
+            },
+            Expr::Negative(operand) => {
+                let zero = match operand.get_type(schema) {
+                    Ok(t) if t.is_signed_integer() => ScalarValue::new_zero(&t).ok(),
+                    _ => None,
+                };
+                match (zero, self.checked.get(&Operator::Minus)) {
+                    (Some(zero), Some(subtract)) => {
+                        Ok(Transformed::yes(subtract.call(vec![lit(zero), *operand])))
+                    }
+                    _ => Ok(Transformed::no(Expr::Negative(operand))),
+                }
+            }
+            other => Ok(Transformed::no(other)),
+        }
+    }
+}
+
+/// Whether both operands are integers, or both decimals: the operands the wrapping kernels
+/// serve. An operand whose type cannot be told here (a column of an outer query) leaves the
+/// operator as it is.
+fn wrapping_operands(left: &Expr, right: &Expr, schema: &DFSchema) -> bool {
+    match (left.get_type(schema), right.get_type(schema)) {
+        (Ok(l), Ok(r)) => (l.is_integer() && r.is_integer()) || (is_decimal(&l) && is_decimal(&r)),
+        _ => false,
+    }
+}
+
+/// Whether the operator's operands cannot make it overflow, by their digits (`digits.rs`): it
+/// then stays DataFusion's own.
+fn proven_safe(b: &BinaryExpr, schema: &DFSchema) -> bool {
+    let Ok(result) = Expr::BinaryExpr(b.clone()).get_type(schema) else {
+        return false;
+    };
+    digits::cannot_overflow(b.op, &b.left, &b.right, &result, schema)
+}
+
+fn is_decimal(t: &DataType) -> bool {
+    matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..))
+}
+
+impl AnalyzerRule for CheckArithmetic {
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        Ok(plan
+            .transform_up_with_subqueries(|node| self.rewrite_node(node))?
+            .data)
+    }
+
+    fn name(&self) -> &str {
+        "petrel_check_arithmetic"
+    }
+}

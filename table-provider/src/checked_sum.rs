@@ -1,0 +1,428 @@
+//! `sum` of integers and decimals that fails on overflow instead of wrapping around.
+//!
+//! DataFusion 53's `sum` of `Int64` and `Decimal128` values adds with wrapping arithmetic and
+//! never checks a decimal total's precision: `9223372036854775807` + 1 summed to
+//! -9223372036854775808, two `DECIMAL(38,0)` values of 99…9 to
+//! -140282366920938463463374607431768211458, and 99…9 + 1 gave a 39-digit value in a
+//! `DECIMAL(38,0)` column; window frames wrapped the same way. PostgreSQL and DuckDB sum
+//! `BIGINT`s into a wider type, Trino and Spark (ANSI) fail; a silent wrong total is never
+//! right. [`CheckedSum`] wraps the built-in `sum` and, for `Int64` and `Decimal128` results,
+//! gives it accumulators (grouped, ungrouped and over sliding window frames) whose totals are
+//! checked against the result type: an overflow fails the query with INVALID_ARGUMENT-class
+//! `ArrowError::ArithmeticOverflow` naming the type. `DISTINCT` sums and other types are the
+//! built-in's.
+
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Int64Array};
+use arrow::datatypes::{DataType, Decimal128Type, DecimalType, Int64Type, UInt64Type};
+use arrow::error::ArrowError;
+use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::logical_expr::function::AccumulatorArgs;
+use datafusion::logical_expr::{
+    Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, ReversedUDAF,
+};
+use datafusion_functions_aggregate_common::aggregate::groups_accumulator::prim_op::PrimitiveGroupsAccumulator;
+
+/// The built-in `sum`, with overflow-checked accumulators for `Int64` and `Decimal128` results.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct CheckedSum {
+    inner: Arc<AggregateUDF>,
+}
+
+impl CheckedSum {
+    /// `sum`, as a function to register over the built-in.
+    pub fn sum() -> AggregateUDF {
+        AggregateUDF::new_from_impl(Self {
+            inner: datafusion::functions_aggregate::sum::sum_udaf(),
+        })
+    }
+}
+
+/// The type a checked total has, which decides when it overflows.
+#[derive(Debug, Clone, Copy)]
+enum Total {
+    Int64,
+    Decimal128 { precision: u8, scale: i8 },
+}
+
+impl Total {
+    /// The total of a non-distinct sum returning `data_type`, if it is checked here.
+    fn of(args: &AccumulatorArgs) -> Option<Self> {
+        match args.return_field.data_type() {
+            _ if args.is_distinct => None,
+            DataType::Int64 => Some(Self::Int64),
+            DataType::Decimal128(precision, scale) => Some(Self::Decimal128 {
+                precision: *precision,
+                scale: *scale,
+            }),
+            _ => None,
+        }
+    }
+
+    fn overflow(self) -> DataFusionError {
+        let message = match self {
+            Self::Int64 => {
+                "sum overflows BIGINT: cast the column to DECIMAL(38,0) before summing".to_string()
+            }
+            Self::Decimal128 { precision, scale } => format!(
+                "sum overflows DECIMAL({precision},{scale}): cast the column to a wider decimal \
+                 or a double before summing"
+            ),
+        };
+        DataFusionError::ArrowError(Box::new(ArrowError::ArithmeticOverflow(message)), None)
+    }
+
+    /// Whether `total` is a value of this type.
+    fn fits(self, total: i128) -> bool {
+        match self {
+            Self::Int64 => i64::try_from(total).is_ok(),
+            Self::Decimal128 { precision, .. } => {
+                Decimal128Type::is_valid_decimal_precision(total, precision)
+            }
+        }
+    }
+
+    /// The exact sum of a batch of this type's values (`None` when all are null), or an error
+    /// when it leaves i128's range.
+    fn batch_sum(self, values: &ArrayRef) -> Result<Option<i128>> {
+        match self {
+            Self::Int64 => {
+                let values: &Int64Array = values.as_primitive();
+                // A batch whose count times its largest magnitude (bounded by the OR of the
+                // magnitudes) stays under i64's range cannot overflow. Without NULLs, one
+                // vectorised pass sums with wrapping and ORs; with them, the OR (NULL slots
+                // included, which only loosens it), then Arrow's (vectorised) sum. Otherwise
+                // checked in i64, and exactly in i128 when that overflows.
+                let safe = |magnitudes: u64| {
+                    (magnitudes as f64) * (values.len() as f64) < (i64::MAX as f64) * 0.99
+                };
+                if values.null_count() == 0 && !values.is_empty() {
+                    let (sum, magnitudes) =
+                        values.values().iter().fold((0i64, 0u64), |(sum, bits), v| {
+                            (sum.wrapping_add(*v), bits | v.unsigned_abs())
+                        });
+                    if safe(magnitudes) {
+                        return Ok(Some(i128::from(sum)));
+                    }
+                } else {
+                    let magnitudes = values
+                        .values()
+                        .iter()
+                        .fold(0u64, |bits, v| bits | v.unsigned_abs());
+                    if safe(magnitudes) {
+                        return Ok(arrow::compute::sum(values).map(i128::from));
+                    }
+                }
+                match arrow::compute::sum_checked(values) {
+                    Ok(sum) => Ok(sum.map(i128::from)),
+                    Err(_) => Ok(Some(values.iter().flatten().map(i128::from).sum())),
+                }
+            }
+            Self::Decimal128 { .. } => {
+                // A batch of values of at most `p` digits whose count times 10^p stays under
+                // i128's range cannot overflow while summed: Arrow's unchecked (vectorized)
+                // sum then, the checked one otherwise (a wide decimal, or merged totals).
+                let cannot_overflow = match values.data_type() {
+                    DataType::Decimal128(p, _) => {
+                        (values.len() as f64) * 10f64.powi(i32::from(*p)) < 1.0e38
+                    }
+                    _ => false,
+                };
+                let values: &Decimal128Array = values.as_primitive();
+                Ok(if cannot_overflow {
+                    arrow::compute::sum(values)
+                } else {
+                    arrow::compute::sum_checked(values)?
+                })
+            }
+        }
+    }
+
+    /// `total` as a value of this type, or the overflow error.
+    fn value(self, total: Option<i128>) -> Result<ScalarValue> {
+        if let Some(total) = total
+            && !self.fits(total)
+        {
+            return Err(self.overflow());
+        }
+        Ok(match self {
+            // (In range: just checked.)
+            Self::Int64 => ScalarValue::Int64(total.map(|t| t as i64)),
+            Self::Decimal128 { precision, scale } => {
+                ScalarValue::Decimal128(total, precision, scale)
+            }
+        })
+    }
+
+    /// `total` plus `batch`, or the overflow error.
+    fn add(self, total: Option<i128>, batch: Option<i128>) -> Result<Option<i128>> {
+        match (total, batch) {
+            (Some(t), Some(b)) => t.checked_add(b).map(Some).ok_or_else(|| self.overflow()),
+            (t, b) => Ok(t.or(b)),
+        }
+    }
+}
+
+impl AggregateUDFImpl for CheckedSum {
+    crate::udaf_delegation::delegate_aggregate_udf!();
+
+    fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        match Total::of(&args) {
+            Some(kind) => Ok(Box::new(CheckedSumAccumulator { sum: None, kind })),
+            None => self.inner.accumulator(args),
+        }
+    }
+
+    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
+        self.inner.groups_accumulator_supported(args)
+    }
+
+    fn create_groups_accumulator(
+        &self,
+        args: AccumulatorArgs,
+    ) -> Result<Box<dyn GroupsAccumulator>> {
+        let Some(kind) = Total::of(&args) else {
+            return self.inner.create_groups_accumulator(args);
+        };
+        let data_type = args.return_field.data_type().clone();
+        let overflowed = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&overflowed);
+        let inner: Box<dyn GroupsAccumulator> = match kind {
+            Total::Int64 => Box::new(PrimitiveGroupsAccumulator::<Int64Type, _>::new(
+                &data_type,
+                move |x: &mut i64, y: i64| match x.checked_add(y) {
+                    Some(sum) => *x = sum,
+                    None => flag.store(true, Ordering::Relaxed),
+                },
+            )),
+            Total::Decimal128 { .. } => {
+                Box::new(PrimitiveGroupsAccumulator::<Decimal128Type, _>::new(
+                    &data_type,
+                    move |x: &mut i128, y: i128| match x.checked_add(y) {
+                        Some(sum) => *x = sum,
+                        None => flag.store(true, Ordering::Relaxed),
+                    },
+                ))
+            }
+        };
+        Ok(Box::new(CheckedSumGroups {
+            inner,
+            overflowed,
+            kind,
+        }))
+    }
+
+    fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        match Total::of(&args) {
+            Some(kind) => Ok(Box::new(CheckedSlidingSum {
+                sum: 0,
+                count: 0,
+                kind,
+            })),
+            None => self.inner.create_sliding_accumulator(args),
+        }
+    }
+
+    fn reverse_expr(&self) -> ReversedUDAF {
+        ReversedUDAF::Identical
+    }
+}
+
+/// The running total of one group, added with overflow checks.
+#[derive(Debug)]
+struct CheckedSumAccumulator {
+    sum: Option<i128>,
+    kind: Total,
+}
+
+impl Accumulator for CheckedSumAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        if let Some(values) = values.first() {
+            let batch = self.kind.batch_sum(values)?;
+            self.sum = self.kind.add(self.sum, batch)?;
+        }
+        Ok(())
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        self.kind.value(self.sum)
+    }
+
+    fn size(&self) -> usize {
+        size_of_val(self)
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![self.kind.value(self.sum)?])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.update_batch(states)
+    }
+}
+
+/// The total of a sliding window frame: values enter and leave it, and the total is checked
+/// when it is read (so a frame passing through an overflow that its later rows undo is exact).
+#[derive(Debug)]
+struct CheckedSlidingSum {
+    sum: i128,
+    /// Non-null values in the frame: none makes the total NULL, as SQL's `sum` is.
+    count: u64,
+    kind: Total,
+}
+
+impl CheckedSlidingSum {
+    fn non_null(values: &ArrayRef) -> u64 {
+        (values.len() - values.null_count()) as u64
+    }
+}
+
+impl Accumulator for CheckedSlidingSum {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        if let Some(values) = values.first() {
+            let batch = self.kind.batch_sum(values)?.unwrap_or(0);
+            self.sum = self
+                .sum
+                .checked_add(batch)
+                .ok_or_else(|| self.kind.overflow())?;
+            self.count += Self::non_null(values);
+        }
+        Ok(())
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        if let Some(values) = values.first() {
+            let batch = self.kind.batch_sum(values)?.unwrap_or(0);
+            self.sum = self
+                .sum
+                .checked_sub(batch)
+                .ok_or_else(|| self.kind.overflow())?;
+            self.count = self.count.saturating_sub(Self::non_null(values));
+        }
+        Ok(())
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        self.kind.value((self.count > 0).then_some(self.sum))
+    }
+
+    fn size(&self) -> usize {
+        size_of_val(self)
+    }
+
+    /// The total and the count, as the built-in sliding sum's state is.
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![
+            self.evaluate()?,
+            ScalarValue::UInt64(Some(self.count)),
+        ])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let [totals, counts, ..] = states else {
+            return self.update_batch(states);
+        };
+        let batch = self.kind.batch_sum(totals)?.unwrap_or(0);
+        self.sum = self
+            .sum
+            .checked_add(batch)
+            .ok_or_else(|| self.kind.overflow())?;
+        if let Some(count) = arrow::compute::sum(counts.as_primitive::<UInt64Type>()) {
+            self.count += count;
+        }
+        Ok(())
+    }
+}
+
+/// Grouped totals added with overflow checks: the built-in's primitive accumulator with a
+/// checked addition that raises a flag, read when the totals are emitted.
+struct CheckedSumGroups {
+    inner: Box<dyn GroupsAccumulator>,
+    overflowed: Arc<AtomicBool>,
+    kind: Total,
+}
+
+impl std::fmt::Debug for CheckedSumGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedSumGroups")
+            .field("kind", &self.kind)
+            .finish()
+    }
+}
+
+impl CheckedSumGroups {
+    /// `totals`, unless an addition overflowed or a decimal total is over the precision.
+    fn checked(&self, totals: ArrayRef) -> Result<ArrayRef> {
+        let over_precision = match self.kind {
+            Total::Int64 => false,
+            Total::Decimal128 { .. } => {
+                let decimals: &Decimal128Array = totals.as_primitive();
+                decimals.iter().flatten().any(|v| !self.kind.fits(v))
+            }
+        };
+        if over_precision || self.overflowed.load(Ordering::Relaxed) {
+            return Err(self.kind.overflow());
+        }
+        Ok(totals)
+    }
+}
+
+impl GroupsAccumulator for CheckedSumGroups {
+    fn update_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.inner
+            .update_batch(values, group_indices, opt_filter, total_num_groups)
+    }
+
+    fn evaluate(&mut self, emit_to: EmitTo) -> Result<ArrayRef> {
+        let totals = self.inner.evaluate(emit_to)?;
+        self.checked(totals)
+    }
+
+    fn state(&mut self, emit_to: EmitTo) -> Result<Vec<ArrayRef>> {
+        let mut state = self.inner.state(emit_to)?;
+        if let Some(totals) = state.pop() {
+            state.push(self.checked(totals)?);
+        }
+        Ok(state)
+    }
+
+    fn merge_batch(
+        &mut self,
+        values: &[ArrayRef],
+        group_indices: &[usize],
+        opt_filter: Option<&BooleanArray>,
+        total_num_groups: usize,
+    ) -> Result<()> {
+        self.inner
+            .merge_batch(values, group_indices, opt_filter, total_num_groups)
+    }
+
+    fn convert_to_state(
+        &self,
+        values: &[ArrayRef],
+        opt_filter: Option<&BooleanArray>,
+    ) -> Result<Vec<ArrayRef>> {
+        self.inner.convert_to_state(values, opt_filter)
+    }
+
+    fn supports_convert_to_state(&self) -> bool {
+        self.inner.supports_convert_to_state()
+    }
+
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+}

@@ -62,6 +62,7 @@ pub mod ddl;
 pub mod deletes;
 pub mod dml;
 pub mod error;
+mod expr_rewrites;
 pub mod float_min_max;
 pub mod io;
 pub mod maintenance;

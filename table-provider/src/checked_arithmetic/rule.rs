@@ -12,11 +12,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::config::ConfigOptions;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF, lit,
 };
@@ -47,16 +45,6 @@ impl CheckArithmetic {
             })
             .collect();
         Self { checked }
-    }
-
-    fn rewrite_node(&self, plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
-        let schema = merge_schema(&plan.inputs());
-        let names = NamePreserver::new(&plan);
-        plan.map_expressions(|expr| {
-            let name = names.save(&expr);
-            let rewritten = expr.transform_up(|e| self.rewrite_expr(e, &schema))?;
-            Ok(rewritten.update_data(|e| name.restore(e)))
-        })
     }
 
     fn rewrite_expr(&self, expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
@@ -112,9 +100,7 @@ fn is_decimal(t: &DataType) -> bool {
 
 impl AnalyzerRule for CheckArithmetic {
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        Ok(plan
-            .transform_up_with_subqueries(|node| self.rewrite_node(node))?
-            .data)
+        crate::expr_rewrites::rewrite_expressions(plan, |e, schema| self.rewrite_expr(e, schema))
     }
 
     fn name(&self) -> &str {

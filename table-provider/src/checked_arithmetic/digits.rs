@@ -5,54 +5,49 @@
 //! (at most 14 integer digits and scale 2), 31 digits for a `DECIMAL(38,4)` result; an `INT`
 //! column times 1,000 has at most 14 digits in a `BIGINT`. DataFusion's result types do not say
 //! so (the literal `1` is a `DECIMAL(20,0)`, so `1 - l_discount` is `DECIMAL(23,2)` and the
-//! product's 39 digits are capped at 38). [`cannot_overflow`] bounds the digits each operand
+//! product's 39 digits are capped at 38). [`cannot_overflow`] bounds the magnitude each operand
 //! can have (a literal's own, a column's type's, a cast's smaller of the two, and arithmetic's
-//! from its operands), and [`super::CheckArithmetic`] leaves an operator it proves safe as
-//! DataFusion's own: no check at run time, and every optimizer rule still sees the operator.
+//! from its operands: `1 + 1 + … + 1` is its count), and [`super::CheckArithmetic`] leaves an
+//! operator it proves safe as DataFusion's own: no check at run time, and every optimizer rule
+//! still sees the operator. Bounds are doubles, taken as exact under 99% of a type's range.
 
 use arrow::datatypes::DataType;
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::{DFSchema, ExprSchema, ScalarValue};
 use datafusion::logical_expr::expr::{Cast, ScalarFunction};
-use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, Operator};
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 
 use super::CheckedArithmetic;
 
-/// What a value's magnitude is under: 10^`integer` (which may be negative, for fractions under
-/// 0.1), with `scale` digits after the point (10^(integer + scale) unscaled).
+/// Under this share of a type's range, a bound (in doubles) is taken as exact.
+const MARGIN: f64 = 0.99;
+
+/// What a value's magnitude is under (`magnitude`, in the value's own units: 12.5 is 12.5,
+/// whatever its scale), and its scale (digits after the point; 0 for integers).
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Digits {
-    integer: i32,
+struct Bound {
+    magnitude: f64,
     scale: i32,
 }
 
-impl Digits {
-    fn of(op: Operator, left: Digits, right: Digits) -> Option<Digits> {
+impl Bound {
+    fn of(op: Operator, left: Bound, right: Bound) -> Option<Bound> {
         match op {
-            Operator::Plus | Operator::Minus => Some(Digits {
-                integer: left.integer.max(right.integer) + 1,
+            Operator::Plus | Operator::Minus => Some(Bound {
+                magnitude: left.magnitude + right.magnitude,
                 scale: left.scale.max(right.scale),
             }),
-            Operator::Multiply => Some(Digits {
-                integer: left.integer + right.integer,
+            Operator::Multiply => Some(Bound {
+                magnitude: left.magnitude * right.magnitude,
                 scale: left.scale + right.scale,
             }),
             _ => None,
         }
     }
-
-    /// These digits brought to `scale` (more digits after the point, or none when fewer, which
-    /// rounds: not bounded here).
-    fn at_scale(self, scale: i32) -> Option<Digits> {
-        (scale >= self.scale).then_some(Digits {
-            integer: self.integer,
-            scale,
-        })
-    }
 }
 
-/// Whether `left op right`, of type `result`, cannot overflow by the digits its operands can
-/// have. `false` when that cannot be told (unsigned results, whose differences may be negative,
-/// among them).
+/// Whether `left op right`, of type `result`, cannot overflow by the magnitudes its operands
+/// can have. `false` when that cannot be told (unsigned results, whose differences may be
+/// negative, among them).
 pub(super) fn cannot_overflow(
     op: Operator,
     left: &Expr,
@@ -60,42 +55,45 @@ pub(super) fn cannot_overflow(
     result: &DataType,
     schema: &DFSchema,
 ) -> bool {
-    let (Some(l), Some(r)) = (digits(left, schema), digits(right, schema)) else {
+    let (Some(l), Some(r)) = (bound(left, schema), bound(right, schema)) else {
         return false;
     };
-    let Some(bound) = Digits::of(op, l, r) else {
+    let Some(bound) = Bound::of(op, l, r) else {
         return false;
     };
-    match *result {
-        // Every value of at most p digits fits `DECIMAL(p, s)`.
-        DataType::Decimal128(p, s) => {
-            bound.scale == i32::from(s) && bound.integer + bound.scale <= i32::from(p)
+    let limit = match *result {
+        // Unscaled, a `DECIMAL(p, s)` holds magnitudes under 10^p.
+        DataType::Decimal128(p, s) if bound.scale == i32::from(s) => {
+            10f64.powi(i32::from(p) - i32::from(s))
         }
-        // Every value of at most 18 digits fits a BIGINT, of 9 an INT, …
-        DataType::Int64 => bound.scale == 0 && bound.integer <= 18,
-        DataType::Int32 => bound.scale == 0 && bound.integer <= 9,
-        DataType::Int16 => bound.scale == 0 && bound.integer <= 4,
-        DataType::Int8 => bound.scale == 0 && bound.integer <= 2,
-        _ => false,
-    }
+        DataType::Int64 if bound.scale == 0 => i64::MAX as f64,
+        DataType::Int32 if bound.scale == 0 => f64::from(i32::MAX),
+        DataType::Int16 if bound.scale == 0 => f64::from(i16::MAX),
+        DataType::Int8 if bound.scale == 0 => f64::from(i8::MAX),
+        _ => return false,
+    };
+    bound.magnitude.is_finite() && bound.magnitude < limit * MARGIN
 }
 
-/// The digits a value of `expr` can have, if bounded here.
-fn digits(expr: &Expr, schema: &DFSchema) -> Option<Digits> {
+/// The bound of the values of `expr`, if bounded here.
+fn bound(expr: &Expr, schema: &DFSchema) -> Option<Bound> {
     match expr {
-        Expr::Literal(value, _) => literal_digits(value),
-        Expr::Alias(alias) => digits(&alias.expr, schema),
-        Expr::Negative(operand) => digits(operand, schema),
+        Expr::Literal(value, _) => literal_bound(value),
+        Expr::Alias(alias) => bound(&alias.expr, schema),
+        Expr::Negative(operand) => bound(operand, schema),
         Expr::Cast(Cast { expr, data_type }) => {
-            let target = type_digits(data_type)?;
-            match digits(expr, schema).and_then(|d| d.at_scale(target.scale)) {
-                Some(inner) if inner.integer < target.integer => Some(inner),
+            let target = type_bound(data_type)?;
+            match bound(expr, schema) {
+                // (A cast to fewer digits after the point rounds: the target's bound then.)
+                Some(inner) if inner.scale <= target.scale => Some(Bound {
+                    magnitude: inner.magnitude.min(target.magnitude),
+                    scale: target.scale,
+                }),
                 _ => Some(target),
             }
         }
         Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-            Digits::of(*op, digits(left, schema)?, digits(right, schema)?)
-                .or_else(|| type_digits(&expr.get_type(schema).ok()?))
+            Bound::of(*op, bound(left, schema)?, bound(right, schema)?)
         }
         Expr::ScalarFunction(ScalarFunction { func, args }) => {
             match (
@@ -103,45 +101,43 @@ fn digits(expr: &Expr, schema: &DFSchema) -> Option<Digits> {
                 args.as_slice(),
             ) {
                 (Some(checked), [left, right]) => {
-                    Digits::of(checked.op(), digits(left, schema)?, digits(right, schema)?)
+                    Bound::of(checked.op(), bound(left, schema)?, bound(right, schema)?)
                 }
-                _ => type_digits(&expr.get_type(schema).ok()?),
+                _ => None,
             }
         }
-        _ => type_digits(&expr.get_type(schema).ok()?),
+        Expr::Column(column) => type_bound(schema.field_from_column(column).ok()?.data_type()),
+        _ => None,
     }
 }
 
-/// The digits of a signed integer or decimal type's values.
-fn type_digits(data_type: &DataType) -> Option<Digits> {
-    let (integer, scale) = match *data_type {
-        DataType::Int8 => (3, 0),
-        DataType::Int16 => (5, 0),
-        DataType::Int32 => (10, 0),
-        DataType::Int64 => (19, 0),
-        DataType::Decimal128(p, s) => (i32::from(p) - i32::from(s), i32::from(s)),
+/// The bound of a signed integer or decimal type's values.
+fn type_bound(data_type: &DataType) -> Option<Bound> {
+    let (magnitude, scale) = match *data_type {
+        DataType::Int8 => (f64::from(i8::MAX), 0),
+        DataType::Int16 => (f64::from(i16::MAX), 0),
+        DataType::Int32 => (f64::from(i32::MAX), 0),
+        DataType::Int64 => (i64::MAX as f64, 0),
+        DataType::Decimal128(p, s) => (10f64.powi(i32::from(p) - i32::from(s)), i32::from(s)),
         _ => return None,
     };
-    Some(Digits { integer, scale })
+    Some(Bound { magnitude, scale })
 }
 
-/// A literal's own digits: `1` has one, whatever its type.
-fn literal_digits(value: &ScalarValue) -> Option<Digits> {
-    let (unscaled, scale) = match value {
-        ScalarValue::Int8(Some(v)) => (i128::from(*v), 0),
-        ScalarValue::Int16(Some(v)) => (i128::from(*v), 0),
-        ScalarValue::Int32(Some(v)) => (i128::from(*v), 0),
-        ScalarValue::Int64(Some(v)) => (i128::from(*v), 0),
-        ScalarValue::Decimal128(Some(v), _, s) => (*v, i32::from(*s)),
-        _ => return type_digits(&value.data_type()),
+/// A literal's own magnitude: `1` is 1, whatever its type.
+fn literal_bound(value: &ScalarValue) -> Option<Bound> {
+    let (magnitude, scale) = match value {
+        ScalarValue::Int8(Some(v)) => (f64::from(*v), 0),
+        ScalarValue::Int16(Some(v)) => (f64::from(*v), 0),
+        ScalarValue::Int32(Some(v)) => (f64::from(*v), 0),
+        ScalarValue::Int64(Some(v)) => (*v as f64, 0),
+        ScalarValue::Decimal128(Some(v), _, s) => {
+            (*v as f64 / 10f64.powi(i32::from(*s)), i32::from(*s))
+        }
+        _ => return type_bound(&value.data_type()),
     };
-    // Digits of the unscaled value: |v| < 10^count.
-    let count = unscaled
-        .unsigned_abs()
-        .checked_ilog10()
-        .map_or(0, |d| d as i32 + 1);
-    Some(Digits {
-        integer: count - scale,
+    Some(Bound {
+        magnitude: magnitude.abs(),
         scale,
     })
 }
@@ -164,19 +160,19 @@ mod tests {
     }
 
     #[test]
-    fn digits_bound_types_literals_casts_and_arithmetic() {
+    fn bounds_of_types_literals_casts_and_arithmetic() {
         let schema = schema();
         let one = cast(lit(1i64), DataType::Decimal128(20, 0));
-        // 1 - discount: 14 integer digits, scale 2 (its type says 21).
+        // 1 - discount: under 1 + 10^13, scale 2 (its type says 10^21).
         let kept = one.clone() - col("discount");
         assert_eq!(
-            digits(&kept, &schema),
-            Some(Digits {
-                integer: 14,
+            bound(&kept, &schema),
+            Some(Bound {
+                magnitude: 1.0 + 1e13,
                 scale: 2
             })
         );
-        // price × (1 - discount): 27 + 4 = 31 digits; DECIMAL(38,4) holds them.
+        // price × (1 - discount): under 10^26 at scale 4; DECIMAL(38,4) holds 10^34.
         let q1 = DataType::Decimal128(38, 4);
         assert!(cannot_overflow(
             Operator::Multiply,
@@ -185,7 +181,7 @@ mod tests {
             &q1,
             &schema
         ));
-        // × (1 + tax) once more: 41 + 6 digits do not fit.
+        // × (1 + tax) once more: 10^39 does not fit DECIMAL(38,6).
         let twice = col("price") * kept.clone();
         let q1b = DataType::Decimal128(38, 6);
         assert!(!cannot_overflow(
@@ -195,7 +191,7 @@ mod tests {
             &q1b,
             &schema
         ));
-        // INT × 1000 in a BIGINT: 14 digits; BIGINT × 2 may overflow; INT + INT in an INT may.
+        // INT × 1000 in a BIGINT fits; BIGINT × 2 and INT + INT in an INT may not.
         let int64 = DataType::Int64;
         let n64 = cast(col("n"), DataType::Int64);
         assert!(cannot_overflow(
@@ -219,19 +215,29 @@ mod tests {
             &DataType::Int32,
             &schema
         ));
+        // A long sum of literals is its count.
+        let ones = (1..2000).fold(lit(1i64), |sum, _| sum + lit(1i64));
+        assert!(cannot_overflow(
+            Operator::Plus,
+            &ones,
+            &lit(1i64),
+            &int64,
+            &schema
+        ));
         // Unsigned results are never proven (a difference may be negative).
+        let uint64 = DataType::UInt64;
         assert!(!cannot_overflow(
             Operator::Minus,
             &lit(1i64),
             &lit(2i64),
-            &DataType::UInt64,
+            &uint64,
             &schema
         ));
-        // Literals count their own digits: 0.05 is under 10^-1.
+        // Literals count their own magnitude: 0.05 is 0.05.
         assert_eq!(
-            literal_digits(&ScalarValue::Decimal128(Some(5), 10, 2)),
-            Some(Digits {
-                integer: -1,
+            literal_bound(&ScalarValue::Decimal128(Some(5), 10, 2)),
+            Some(Bound {
+                magnitude: 0.05,
                 scale: 2
             })
         );

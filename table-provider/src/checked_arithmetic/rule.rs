@@ -15,12 +15,12 @@ use arrow::datatypes::DataType;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::config::ConfigOptions;
-use datafusion::logical_expr::{
-    BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF, lit,
-};
+use datafusion::logical_expr::type_coercion::binary::BinaryTypeCoercer;
+use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator, ScalarUDF, lit};
 use datafusion::optimizer::AnalyzerRule;
 
 use super::{CheckedArithmetic, digits};
+use crate::expr_rewrites::operand_type;
 
 /// Replaces wrapping arithmetic with checked arithmetic (see the module docs).
 #[derive(Debug)]
@@ -50,16 +50,14 @@ impl CheckArithmetic {
     fn rewrite_expr(&self, expr: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
         match expr {
             Expr::BinaryExpr(b) => match self.checked.get(&b.op) {
-                Some(checked)
-                    if wrapping_operands(&b.left, &b.right, schema) && !proven_safe(&b, schema) =>
-                {
+                Some(checked) if needs_check(&b, schema) => {
                     let BinaryExpr { left, right, .. } = b;
                     Ok(Transformed::yes(checked.call(vec![*left, *right])))
                 }
                 _ => Ok(Transformed::no(Expr::BinaryExpr(b))),
             },
             Expr::Negative(operand) => {
-                let zero = match operand.get_type(schema) {
+                let zero = match operand_type(&operand, schema) {
                     Ok(t) if t.is_signed_integer() => ScalarValue::new_zero(&t).ok(),
                     _ => None,
                 };
@@ -75,23 +73,22 @@ impl CheckArithmetic {
     }
 }
 
-/// Whether both operands are integers, or both decimals: the operands the wrapping kernels
-/// serve. An operand whose type cannot be told here (a column of an outer query) leaves the
+/// Whether the operator can wrap around: both operands are integers, or both decimals (the
+/// operands the wrapping kernels serve), and their digits do not prove it safe (`digits.rs`;
+/// it then stays DataFusion's own). An operand whose type cannot be told here leaves the
 /// operator as it is.
-fn wrapping_operands(left: &Expr, right: &Expr, schema: &DFSchema) -> bool {
-    match (left.get_type(schema), right.get_type(schema)) {
-        (Ok(l), Ok(r)) => (l.is_integer() && r.is_integer()) || (is_decimal(&l) && is_decimal(&r)),
-        _ => false,
-    }
-}
-
-/// Whether the operator's operands cannot make it overflow, by their digits (`digits.rs`): it
-/// then stays DataFusion's own.
-fn proven_safe(b: &BinaryExpr, schema: &DFSchema) -> bool {
-    let Ok(result) = Expr::BinaryExpr(b.clone()).get_type(schema) else {
+fn needs_check(b: &BinaryExpr, schema: &DFSchema) -> bool {
+    let (Ok(l), Ok(r)) = (
+        operand_type(&b.left, schema),
+        operand_type(&b.right, schema),
+    ) else {
         return false;
     };
-    digits::cannot_overflow(b.op, &b.left, &b.right, &result, schema)
+    let wrapping = (l.is_integer() && r.is_integer()) || (is_decimal(&l) && is_decimal(&r));
+    let Ok(result) = BinaryTypeCoercer::new(&l, &b.op, &r).get_result_type() else {
+        return wrapping;
+    };
+    wrapping && !digits::cannot_overflow(b.op, &b.left, &b.right, &result, schema)
 }
 
 fn is_decimal(t: &DataType) -> bool {

@@ -16,7 +16,7 @@ use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result};
 use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, LogicalPlan, Operator, ScalarUDF};
+use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator, ScalarUDF};
 use datafusion::optimizer::AnalyzerRule;
 
 use super::BoundedOutput;
@@ -71,7 +71,7 @@ impl BoundFunctionOutputs {
 /// operand whose type cannot be told here (a column of an outer query) leaves it as it is.
 fn is_text(b: &BinaryExpr, schema: &DFSchema) -> bool {
     let text = |e: &Expr| {
-        e.get_type(schema)
+        crate::expr_rewrites::operand_type(e, schema)
             .is_ok_and(|t| matches!(t, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View))
     };
     text(&b.left) && text(&b.right)

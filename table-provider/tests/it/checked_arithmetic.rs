@@ -147,3 +147,53 @@ async fn sums_and_differences_keep_their_operands_order() {
     let physical = plan.split("physical_plan").nth(1).unwrap_or_default();
     assert_eq!(physical.matches("SortExec").count(), 1, "{plan}");
 }
+
+/// A chain of operators becomes calls nested as deep as it is long, which DataFusion plans in
+/// time cubic in the depth: at most 128 nested calls are planned (quickly), a longer chain fails
+/// at once, in about the time DataFusion takes to plan the operators themselves. Before the cap,
+/// 400 `+` took 26 s to plan (release build, 0.6 s as DataFusion's operators).
+#[test]
+fn long_operator_chains_plan_quickly_or_are_refused() {
+    // DataFusion's SQL planner recurses once per operator: on a larger stack, as the server
+    // plans (a test thread's 2 MiB overflow on a debug build).
+    let planner = std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async {
+                let chain = |n: usize| {
+                    let terms = vec!["v"; n].join(" + ");
+                    format!("SELECT {terms} FROM generate_series(1, 3) t(v) ORDER BY 1")
+                };
+                let ctx = session(true);
+                // 128 terms: 127 operators.
+                let answered = answer(&ctx, &chain(128)).await.expect("128 terms");
+                assert!(answered.contains("| 384 "), "{answered}");
+                // 400 terms: refused in about the time DataFusion alone takes to plan them
+                // (not the minutes 400 nested calls take on a debug build).
+                let started = std::time::Instant::now();
+                let plain = answer(&session(false), &chain(400))
+                    .await
+                    .expect("DataFusion");
+                assert!(plain.contains("| 1200 "), "{plain}");
+                let datafusion = started.elapsed();
+                let started = std::time::Instant::now();
+                let refused = answer(&ctx, &chain(400)).await.expect_err("400 terms");
+                assert!(
+                    refused.to_string().contains("nests more than 128"),
+                    "{refused}"
+                );
+                let refusal = started.elapsed();
+                assert!(
+                    refusal < datafusion * 3 + std::time::Duration::from_secs(2),
+                    "refused in {refusal:?}, DataFusion planned in {datafusion:?}"
+                );
+            })
+        })
+        .expect("planner thread");
+    if let Err(panic) = planner.join() {
+        std::panic::resume_unwind(panic);
+    }
+}

@@ -16,6 +16,7 @@ use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::checked_arithmetic::magnitudes::{MARGIN, decimals_fit, integer_magnitude};
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Int64Array};
 use arrow::datatypes::{DataType, Decimal128Type, DecimalType, Int64Type, UInt64Type};
 use arrow::error::ArrowError;
@@ -96,25 +97,19 @@ impl Total {
                 // vectorised pass sums with wrapping and ORs; with them, the OR (NULL slots
                 // included, which only loosens it), then Arrow's (vectorised) sum. Otherwise
                 // checked in i64, and exactly in i128 when that overflows.
-                let safe = |magnitudes: u64| {
-                    (magnitudes as f64) * (values.len() as f64) < (i64::MAX as f64) * 0.99
+                let safe = |magnitudes: f64| {
+                    magnitudes * (values.len() as f64) < (i64::MAX as f64) * MARGIN
                 };
                 if values.null_count() == 0 && !values.is_empty() {
                     let (sum, magnitudes) =
                         values.values().iter().fold((0i64, 0u64), |(sum, bits), v| {
                             (sum.wrapping_add(*v), bits | v.unsigned_abs())
                         });
-                    if safe(magnitudes) {
+                    if safe(magnitudes as f64) {
                         return Ok(Some(i128::from(sum)));
                     }
-                } else {
-                    let magnitudes = values
-                        .values()
-                        .iter()
-                        .fold(0u64, |bits, v| bits | v.unsigned_abs());
-                    if safe(magnitudes) {
-                        return Ok(arrow::compute::sum(values).map(i128::from));
-                    }
+                } else if safe(integer_magnitude(values)) {
+                    return Ok(arrow::compute::sum(values).map(i128::from));
                 }
                 match arrow::compute::sum_checked(values) {
                     Ok(sum) => Ok(sum.map(i128::from)),
@@ -275,6 +270,17 @@ struct CheckedSlidingSum {
 }
 
 impl CheckedSlidingSum {
+    /// Adds the values entering the frame, or takes away those `leaving` it.
+    fn shift(&mut self, values: &ArrayRef, leaving: bool) -> Result<()> {
+        let batch = self.kind.batch_sum(values)?.unwrap_or(0);
+        let sum = match leaving {
+            false => self.sum.checked_add(batch),
+            true => self.sum.checked_sub(batch),
+        };
+        self.sum = sum.ok_or_else(|| self.kind.overflow())?;
+        Ok(())
+    }
+
     fn non_null(values: &ArrayRef) -> u64 {
         (values.len() - values.null_count()) as u64
     }
@@ -283,11 +289,7 @@ impl CheckedSlidingSum {
 impl Accumulator for CheckedSlidingSum {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         if let Some(values) = values.first() {
-            let batch = self.kind.batch_sum(values)?.unwrap_or(0);
-            self.sum = self
-                .sum
-                .checked_add(batch)
-                .ok_or_else(|| self.kind.overflow())?;
+            self.shift(values, false)?;
             self.count += Self::non_null(values);
         }
         Ok(())
@@ -295,11 +297,7 @@ impl Accumulator for CheckedSlidingSum {
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         if let Some(values) = values.first() {
-            let batch = self.kind.batch_sum(values)?.unwrap_or(0);
-            self.sum = self
-                .sum
-                .checked_sub(batch)
-                .ok_or_else(|| self.kind.overflow())?;
+            self.shift(values, true)?;
             self.count = self.count.saturating_sub(Self::non_null(values));
         }
         Ok(())
@@ -329,11 +327,7 @@ impl Accumulator for CheckedSlidingSum {
         let [totals, counts, ..] = states else {
             return self.update_batch(states);
         };
-        let batch = self.kind.batch_sum(totals)?.unwrap_or(0);
-        self.sum = self
-            .sum
-            .checked_add(batch)
-            .ok_or_else(|| self.kind.overflow())?;
+        self.shift(totals, false)?;
         if let Some(count) = arrow::compute::sum(counts.as_primitive::<UInt64Type>()) {
             self.count += count;
         }
@@ -360,14 +354,8 @@ impl std::fmt::Debug for CheckedSumGroups {
 impl CheckedSumGroups {
     /// `totals`, unless an addition overflowed or a decimal total is over the precision.
     fn checked(&self, totals: ArrayRef) -> Result<ArrayRef> {
-        let over_precision = match self.kind {
-            Total::Int64 => false,
-            Total::Decimal128 { .. } => {
-                let decimals: &Decimal128Array = totals.as_primitive();
-                decimals.iter().flatten().any(|v| !self.kind.fits(v))
-            }
-        };
-        if over_precision || self.overflowed.load(Ordering::Relaxed) {
+        // (BIGINT totals are in range unless the flag says otherwise.)
+        if !decimals_fit(&totals) || self.overflowed.load(Ordering::Relaxed) {
             return Err(self.kind.overflow());
         }
         Ok(totals)

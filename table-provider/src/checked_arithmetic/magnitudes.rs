@@ -21,8 +21,9 @@ use arrow::datatypes::{
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{ColumnarValue, Operator};
 
-/// Under this share of the result type's range, the bound (in doubles) is taken as exact.
-const MARGIN: f64 = 0.99;
+/// Under this share of a type's range, a bound in doubles is taken as exact (their rounding is
+/// far smaller): the margin of every magnitude bound of the checked operators and sums.
+pub(crate) const MARGIN: f64 = 0.99;
 
 /// Whether `left op right` of integers cannot leave `result`'s range, so that the wrapping
 /// kernel answers exactly. `false` when it cannot be told (other types among them).
@@ -62,7 +63,7 @@ pub(super) fn integers_cannot_overflow(
 }
 
 /// Whether every decimal of `array` fits its precision (other types always do).
-pub(super) fn decimals_fit(array: &ArrayRef) -> bool {
+pub(crate) fn decimals_fit(array: &ArrayRef) -> bool {
     match array.data_type() {
         DataType::Decimal128(p, _) => {
             let bound = bits::<Decimal128Type>(array.as_ref(), i128::unsigned_abs);
@@ -85,17 +86,28 @@ pub(super) fn decimals_fit(array: &ArrayRef) -> bool {
 fn magnitude(value: &ColumnarValue) -> Option<f64> {
     match value {
         ColumnarValue::Scalar(scalar) => scalar_magnitude(scalar),
-        ColumnarValue::Array(array) => Some(match array.data_type() {
-            DataType::Int8 => bits::<Int8Type>(array.as_ref(), |v| u128::from(v.unsigned_abs())),
-            DataType::Int16 => bits::<Int16Type>(array.as_ref(), |v| u128::from(v.unsigned_abs())),
-            DataType::Int32 => bits::<Int32Type>(array.as_ref(), |v| u128::from(v.unsigned_abs())),
-            DataType::Int64 => bits::<Int64Type>(array.as_ref(), |v| u128::from(v.unsigned_abs())),
-            DataType::UInt8 => bits::<UInt8Type>(array.as_ref(), u128::from),
-            DataType::UInt16 => bits::<UInt16Type>(array.as_ref(), u128::from),
-            DataType::UInt32 => bits::<UInt32Type>(array.as_ref(), u128::from),
-            DataType::UInt64 => bits::<UInt64Type>(array.as_ref(), u128::from),
-            _ => f64::INFINITY,
-        }),
+        ColumnarValue::Array(array) => Some(integer_magnitude(array.as_ref())),
+    }
+}
+
+/// A bound on the magnitude of an integer array's values, NULL slots included (at least the
+/// largest, under twice it); infinity for other types.
+pub(crate) fn integer_magnitude(array: &dyn Array) -> f64 {
+    match array.data_type() {
+        DataType::Int8 => bits::<Int8Type>(array, |v| u128::from(v.unsigned_abs())),
+        DataType::Int16 => bits::<Int16Type>(array, |v| u128::from(v.unsigned_abs())),
+        DataType::Int32 => bits::<Int32Type>(array, |v| u128::from(v.unsigned_abs())),
+        // (BIGINT, the usual case, in 64-bit lanes: twice the values per vector.)
+        DataType::Int64 => array
+            .as_primitive::<Int64Type>()
+            .values()
+            .iter()
+            .fold(0u64, |acc, v| acc | v.unsigned_abs()) as f64,
+        DataType::UInt8 => bits::<UInt8Type>(array, u128::from),
+        DataType::UInt16 => bits::<UInt16Type>(array, u128::from),
+        DataType::UInt32 => bits::<UInt32Type>(array, u128::from),
+        DataType::UInt64 => bits::<UInt64Type>(array, u128::from),
+        _ => f64::INFINITY,
     }
 }
 

@@ -9,15 +9,15 @@
 //! - [`CheckedArithmetic`] (`function.rs`): the operators as functions evaluating Arrow's
 //!   checked kernels and checking decimal precision; an overflow fails the statement with
 //!   `ArrowError::ArithmeticOverflow` (INVALID_ARGUMENT over Flight SQL).
-//! - `digits.rs`: operators proven safe before they run, by the digits their operands can have
+//! - `proven_safe.rs`: operators proven safe before they run, by the digits their operands can have
 //!   (`price * (1 - discount)`): they stay DataFusion's own.
 //! - `magnitudes.rs`: when a batch's integer operands are too small to overflow, so the
 //!   cheaper wrapping kernels answer exactly.
 //! - [`CheckArithmetic`] (`rule.rs`): the analyzer rule putting them in place of the operators.
 
-mod digits;
 mod function;
-mod magnitudes;
+pub(crate) mod magnitudes;
+mod proven_safe;
 mod rule;
 
 pub use function::CheckedArithmetic;

@@ -3,7 +3,7 @@
 //!
 //! After type coercion, each of these operators whose operands are both integers or both
 //! decimals becomes a call of [`super::CheckedArithmetic`], unless the digits its operands can
-//! have prove it cannot overflow (`digits.rs`); `-x` of a signed integer becomes
+//! have prove it cannot overflow (`proven_safe.rs`); `-x` of a signed integer becomes
 //! `0 - x` checked (`-x` of the smallest value wraps to itself in DataFusion). Every output
 //! column keeps its name. Floats, dates, timestamps and intervals keep DataFusion's
 //! operators: they do not wrap (floats reach infinity) or are checked already.
@@ -19,7 +19,7 @@ use datafusion::logical_expr::type_coercion::binary::BinaryTypeCoercer;
 use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator, ScalarUDF, lit};
 use datafusion::optimizer::AnalyzerRule;
 
-use super::{CheckedArithmetic, digits};
+use super::{CheckedArithmetic, proven_safe};
 use crate::expr_rewrites::operand_type;
 
 /// Replaces wrapping arithmetic with checked arithmetic (see the module docs).
@@ -74,7 +74,7 @@ impl CheckArithmetic {
 }
 
 /// Whether the operator can wrap around: both operands are integers, or both decimals (the
-/// operands the wrapping kernels serve), and their digits do not prove it safe (`digits.rs`;
+/// operands the wrapping kernels serve), and their digits do not prove it safe (`proven_safe.rs`;
 /// it then stays DataFusion's own). An operand whose type cannot be told here leaves the
 /// operator as it is.
 fn needs_check(b: &BinaryExpr, schema: &DFSchema) -> bool {
@@ -88,7 +88,7 @@ fn needs_check(b: &BinaryExpr, schema: &DFSchema) -> bool {
     let Ok(result) = BinaryTypeCoercer::new(&l, &b.op, &r).get_result_type() else {
         return wrapping;
     };
-    wrapping && !digits::cannot_overflow(b.op, &b.left, &b.right, &result, schema)
+    wrapping && !proven_safe::cannot_overflow(b.op, &b.left, &b.right, &result, schema)
 }
 
 fn is_decimal(t: &DataType) -> bool {

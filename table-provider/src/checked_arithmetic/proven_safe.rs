@@ -17,9 +17,7 @@ use datafusion::logical_expr::expr::{Cast, ScalarFunction};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 
 use super::CheckedArithmetic;
-
-/// Under this share of a type's range, a bound (in doubles) is taken as exact.
-const MARGIN: f64 = 0.99;
+use super::magnitudes::MARGIN;
 
 /// What a value's magnitude is under (`magnitude`, in the value's own units: 12.5 is 12.5,
 /// whatever its scale), and its scale (digits after the point; 0 for integers).

@@ -5,6 +5,8 @@ queries, alternated, in one run.
     .venv/bin/python scripts/bench-function-overhead.py <baseline binary> <binary> [--rounds 4]
     .venv/bin/python scripts/bench-function-overhead.py <baseline> <binary> --queries arithmetic \
         --warehouse ~/.cache/petrel/bench-vs-duckdb/warehouse
+    .venv/bin/python scripts/bench-function-overhead.py <baseline> <binary> --queries copies \
+        --warehouse ~/.cache/petrel/bench-vs-duckdb/warehouse
 
 Each round starts both binaries in turn (the first one first in odd rounds, the other in even
 rounds, so both see the same machine load) on an empty embedded warehouse, and runs each query
@@ -26,6 +28,15 @@ warehouse directory, served as catalog `iceberg`):
 - `sum(l_orderkey)` (a BIGINT column's sum, no arithmetic);
 - TPC-H Q1's decimal sums `sum(l_extendedprice * (1 - l_discount))` and
   `sum(l_extendedprice * (1 - l_discount) * (1 + l_tax))`.
+
+`--queries copies` (the guards on the inputs of joins, windows and `unnest`,
+`output_limits/copy_guard.rs`) runs on the same `plain` table, with its strings going through
+each operator:
+
+- a hash join of all 5,000,000 rows (probe side, `l_comment` and `l_shipmode`) with a tenth of
+  them (build side, `l_comment`);
+- `lag(l_comment)` over a quarter of the rows, partitioned by `l_shipmode`;
+- `unnest` of a two-element list beside `l_comment` (10,000,000 rows out).
 
 It prints each query's median wall time per binary and the ratio (binary ÷ baseline).
 """
@@ -62,7 +73,27 @@ ARITHMETIC = [
     ),
 ]
 
-QUERY_SETS = {"functions": FUNCTIONS, "arithmetic": ARITHMETIC}
+COPIES = [
+    (
+        "hash join",
+        "SELECT count(*), max(b.l_comment), max(a.l_comment), max(a.l_shipmode) "
+        "FROM iceberg.db.plain a JOIN (SELECT l_orderkey, l_linenumber, l_comment "
+        "FROM iceberg.db.plain WHERE l_orderkey % 10 = 0) b "
+        "ON a.l_orderkey = b.l_orderkey AND a.l_linenumber = b.l_linenumber",
+    ),
+    (
+        "window lag",
+        "SELECT count(c) FROM (SELECT lag(l_comment) OVER (PARTITION BY l_shipmode "
+        "ORDER BY l_orderkey, l_linenumber) c FROM iceberg.db.plain WHERE l_orderkey % 4 = 0)",
+    ),
+    (
+        "unnest",
+        "SELECT count(*), max(l_comment), sum(e) FROM "
+        "(SELECT unnest([1, 2]) e, l_comment FROM iceberg.db.plain)",
+    ),
+]
+
+QUERY_SETS = {"functions": FUNCTIONS, "arithmetic": ARITHMETIC, "copies": COPIES}
 
 
 def run(binary, port, data_dir, warehouse, queries):
@@ -108,11 +139,13 @@ def main():
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--port", type=int, default=50095)
     parser.add_argument("--queries", choices=sorted(QUERY_SETS), default="functions")
-    parser.add_argument("--warehouse", help="the bench tables' warehouse (for `arithmetic`)")
+    parser.add_argument(
+        "--warehouse", help="the bench tables' warehouse (for `arithmetic` and `copies`)"
+    )
     args = parser.parse_args()
     queries = QUERY_SETS[args.queries]
-    if args.queries == "arithmetic" and not args.warehouse:
-        parser.error("--queries arithmetic needs --warehouse (scripts/bench-vs-duckdb.py's)")
+    if args.queries != "functions" and not args.warehouse:
+        parser.error(f"--queries {args.queries} needs --warehouse (scripts/bench-vs-duckdb.py's)")
     results = {label: {name: [] for name, _ in queries} for label in ("baseline", "binary")}
     with tempfile.TemporaryDirectory() as data_dir:
         for round_ in range(args.rounds):

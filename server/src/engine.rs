@@ -199,6 +199,11 @@ impl QueryEngine {
             .with_optimizer_rule(Arc::new(NestedValuesTypes::new()))
             .with_optimizer_rule(Arc::new(output_limits::LiteralCopies::new(output_limit)))
             .with_physical_optimizer_rule(Arc::new(NarrowStructColumns::new()))
+            // Joins, windows and `unnest` copy one row into many: their inputs are checked so
+            // that a batch of copies stays within the query's memory (`output_limits`).
+            .with_physical_optimizer_rule(Arc::new(output_limits::BoundRowCopies::new(
+                output_limits::copy_limit(options.memory.query_limit()),
+            )))
             .with_query_planner(match &options.cluster {
                 Some(cluster) => cluster.query_planner(Arc::new(PetrelQueryPlanner)),
                 None => Arc::new(PetrelQueryPlanner),

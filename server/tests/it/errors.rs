@@ -372,6 +372,83 @@ async fn statements_that_would_allocate_without_bound_are_refused() {
     run(&mut client, "SELECT count(*) FROM seabirds").await;
 }
 
+/// Joins, windows and `unnest` copy one row into many output rows, allocated in one piece
+/// outside the memory pool: a 100 MB string cross-joined with 100 rows asked for 10 GB and the
+/// failed allocation killed the server. Now each fails with RESOURCE_EXHAUSTED naming the
+/// operator, rows of a table's data as well as computed ones, and the server keeps answering;
+/// copies that fit (fewer rows, smaller values) are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_copied_beyond_the_query_memory_are_refused() {
+    // A 1 GiB query limit: one output batch of copies may take 1 GiB.
+    let server = Petrel::start(&["--query-memory-limit", "1GiB"]);
+    let mut client = server.client().await;
+    run(
+        &mut client,
+        "CREATE TABLE petrel.demo.docs (id INT, body STRING)",
+    )
+    .await;
+    run(
+        &mut client,
+        "INSERT INTO petrel.demo.docs VALUES (1, repeat('d', 2000000)), (2, 'short')",
+    )
+    .await;
+    let large = "arrow_cast(repeat('x', 100000000), 'LargeUtf8')";
+    for (sql, operator) in [
+        // What aborted the server: 100 × 100 MB of LargeUtf8 in one allocation.
+        (
+            format!(
+                "SELECT max(length(s)) FROM (SELECT {large} s) CROSS JOIN generate_series(1, 100)"
+            ),
+            "a cross join",
+        ),
+        // A table's 2 MB row, up to 8,192 times: 16 GB.
+        (
+            "SELECT sum(length(d.body)) FROM petrel.demo.docs d \
+             CROSS JOIN generate_series(1, 10000) g(v)"
+                .to_string(),
+            "a cross join",
+        ),
+        (
+            "SELECT sum(length(d.body)) FROM petrel.demo.docs d \
+             JOIN generate_series(1, 10000) g(v) ON d.id = g.v % 2"
+                .to_string(),
+            "a hash join",
+        ),
+        (
+            "SELECT count(*), max(length(body)) FROM \
+             (SELECT unnest(range(1, 1000)) e, body FROM petrel.demo.docs)"
+                .to_string(),
+            "unnest",
+        ),
+        (
+            "SELECT max(length(m)) FROM (SELECT max(s) OVER (ORDER BY v) m FROM \
+             (SELECT v, repeat('x', CASE WHEN v = 1 THEN 2000000 ELSE 1 END) s \
+             FROM generate_series(1, 1000) g(v)))"
+                .to_string(),
+            "a window function",
+        ),
+    ] {
+        let e = query(&mut client, &sql).await.unwrap_err();
+        assert_eq!(e.code(), Code::ResourceExhausted, "{sql}: {e}");
+        assert!(
+            e.message().contains(&format!("{operator} would copy"))
+                && e.message().contains("1.0 GiB a query may use"),
+            "{sql}: {e}"
+        );
+        assert_eq!(single_i64(&mut client, "SELECT 41 + 1").await, 42);
+    }
+    // 100 copies of the 2 MB row: answered.
+    assert_eq!(
+        single_i64(
+            &mut client,
+            "SELECT sum(length(d.body)) FROM petrel.demo.docs d \
+             JOIN generate_series(1, 200) g(v) ON d.id = g.v % 2"
+        )
+        .await,
+        100 * 2_000_000
+    );
+}
+
 /// Statements DataFusion 53 panics on, while optimizing (`date_trunc`, `overlay`: constant
 /// folding) or planning (interval arithmetic), fail with INTERNAL naming the panic instead of
 /// losing the client its call; the server answers the next statement.

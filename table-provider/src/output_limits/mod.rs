@@ -20,13 +20,19 @@
 //!   every row when they are window functions.
 //! - [`LiteralCopies`] (optimizer rule) refuses a plan that copies literals into batches beyond
 //!   the limit.
+//! - [`BoundRowCopies`] (physical optimizer rule) guards the inputs of joins, windows and
+//!   `unnest`, which copy one row into many: [`CopyGuardExec`] fails the query before an
+//!   output batch of copies could exceed [`copy_limit`].
 //!
-//! The limit is the server's (a quarter of one query's memory limit); a cluster's executors
-//! use [`DEFAULT_OUTPUT_LIMIT`].
+//! The limit is the server's (a quarter of one query's memory limit; the copies' limit is the
+//! whole of it); a cluster's executors use [`DEFAULT_OUTPUT_LIMIT`] and do not guard copies.
 
 mod aggregate;
 mod bounds;
+mod copy_guard;
 mod literal_copies;
+mod row_bytes;
+mod row_copies;
 mod rule;
 mod sizes;
 mod string_concat;
@@ -38,7 +44,9 @@ use datafusion::logical_expr::ScalarUDF;
 
 pub use aggregate::{BoundedAggregate, MAX_DIGEST_SIZE};
 use bounds::Growth;
+pub use copy_guard::{Copies, CopyGuardExec};
 pub use literal_copies::LiteralCopies;
+pub use row_copies::BoundRowCopies;
 pub use rule::BoundFunctionOutputs;
 pub use string_concat::{STRING_CONCAT, StringConcat};
 pub use wrapper::BoundedOutput;
@@ -50,6 +58,12 @@ pub const DEFAULT_OUTPUT_LIMIT: usize = 1 << 30;
 /// memory limit of `query_memory_limit` bytes: a quarter of it, at least 16 MiB.
 pub fn output_limit(query_memory_limit: usize) -> usize {
     (query_memory_limit / 4).max(16 << 20)
+}
+
+/// The limit on one output batch of a row-copying operator (a join, a window, `unnest`) for a
+/// query memory limit of `query_memory_limit` bytes: all of it, at least 64 MiB.
+pub fn copy_limit(query_memory_limit: usize) -> usize {
+    query_memory_limit.max(64 << 20)
 }
 
 /// The growing scalar functions, each bounded to `limit` bytes of output per call, under the

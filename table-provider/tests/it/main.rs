@@ -46,6 +46,7 @@ mod rest_corpus;
 mod rest_corpus_s3;
 mod rest_vended_credentials;
 mod rewrite;
+mod row_copies;
 mod row_level_concurrency;
 mod row_lineage;
 mod run_prefetch;

@@ -5,18 +5,19 @@
 //! The operators: every join (hash, nested-loop, cross, sort-merge, symmetric hash,
 //! piecewise merge), windows whose functions answer strings, binaries or lists (a frame's
 //! `max(s)` or `first_value(s)` lands in every row of the frame), and `unnest`. An operator
-//! whose inputs' columns are all of fixed width is not guarded: its rows are a few hundred bytes
-//! at most, and a batch of their copies is bounded by the batch size. Otherwise all its inputs
-//! are: those of fixed width count the rows the others' rows may be copied into. Other operators copy a row at most
-//! once per output row (filters, sorts, aggregates, repartitions), and the values functions
-//! and literals make are bounded where they are made (`BoundedOutput`, `LiteralCopies`).
+//! whose inputs' columns are all of fixed width is not guarded: its rows are a few hundred
+//! bytes at most, and a batch of their copies is bounded by the batch size. Otherwise all its
+//! inputs are: those of fixed width count the rows the others' rows may be copied into. Other
+//! operators copy a row at most once per output row (filters, sorts, aggregates,
+//! repartitions), and the values functions and literals make are bounded where they are made
+//! (`BoundedOutput`, `LiteralCopies`).
 //!
 //! The rule runs last, after join selection has chosen build sides, and adds nothing to a
 //! plan it has already guarded.
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Schema};
+use arrow::datatypes::Schema;
 use datafusion::common::Result;
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
 use datafusion::config::ConfigOptions;
@@ -30,6 +31,7 @@ use datafusion::physical_plan::unnest::UnnestExec;
 use datafusion::physical_plan::windows::{BoundedWindowAggExec, WindowAggExec};
 
 use super::copy_guard::{Copies, CopyGuardExec};
+use super::row_bytes::is_variable_width;
 
 /// Guards the inputs of row-copying operators (see the module docs).
 #[derive(Debug)]
@@ -153,10 +155,6 @@ fn has_variable_width(schema: &Schema) -> bool {
         .fields()
         .iter()
         .any(|f| is_variable_width(f.data_type()))
-}
-
-fn is_variable_width(data_type: &DataType) -> bool {
-    super::row_bytes::is_variable_width(data_type)
 }
 
 impl PhysicalOptimizerRule for BoundRowCopies {

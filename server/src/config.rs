@@ -16,6 +16,7 @@
 //! memory_limit = "8GiB"        # all queries together (default: 60% of the machine's)
 //! query_memory_limit = "2GiB"  # one query (default: a quarter of memory_limit)
 //! column_cache = "1GiB"        # decoded columns kept across queries (default: memory_limit / 8)
+//! spill_limit = "20GiB"        # temporary files of all queries (default: half the free space)
 //! max_concurrent_queries = 16
 //! target_partitions = 4
 //! read_only = false            # true: queries only, every write refused
@@ -214,6 +215,11 @@ pub struct ServeArgs {
     #[arg(long, env = "PETREL_COLUMN_CACHE")]
     pub column_cache: Option<String>,
 
+    /// Disk space all queries together may spill to, e.g. `20GiB` (0: no spilling) [default:
+    /// half the free space of the temporary directory at start, at most 100 GiB].
+    #[arg(long, env = "PETREL_SPILL_LIMIT")]
+    pub spill_limit: Option<String>,
+
     /// Parameter rows one execution may bind (a larger batch is refused with
     /// RESOURCE_EXHAUSTED) [default: 10000].
     #[arg(long, env = "PETREL_MAX_PARAMETER_ROWS")]
@@ -290,6 +296,8 @@ pub struct FileConfig {
     pub query_memory_limit: Option<String>,
     /// Decoded-column cache (`1GiB`, `0`: none).
     pub column_cache: Option<String>,
+    /// Disk space queries may spill to (`20GiB`, `0`: none).
+    pub spill_limit: Option<String>,
     /// Parameter rows per execution.
     pub max_parameter_rows: Option<usize>,
     /// Concurrent query limit.
@@ -587,6 +595,9 @@ pub struct ServerConfig {
     pub query_memory_limit: Option<usize>,
     /// Decoded-column cache in bytes (None: an eighth of the server pool; 0: none).
     pub column_cache: Option<usize>,
+    /// Disk space queries may spill to, in bytes (None: half the free space of the temporary
+    /// directory, at most 100 GiB; 0: no spilling).
+    pub spill_limit: Option<u64>,
     /// Parameter rows one execution may bind.
     pub max_parameter_rows: usize,
     /// Concurrent queries.
@@ -667,6 +678,12 @@ data_dir = "petrel-warehouse"
 # again (a file is kept from its second read on; by filtered scans only into free space).
 # "0": none. Default: an eighth of memory_limit.
 # column_cache = "1GiB"
+
+# Disk space all queries together may spill to (PETREL_SPILL_LIMIT): sorts, aggregates and
+# joins over their memory write temporary files in the OS temporary directory ($TMPDIR); over
+# this a query fails with RESOURCE_EXHAUSTED. "0": no spilling. Default: half the free space
+# of that directory when the server starts, at most 100GiB.
+# spill_limit = "20GiB"
 
 # Parameter rows one execution may bind (PETREL_MAX_PARAMETER_ROWS); a larger batch is
 # refused with RESOURCE_EXHAUSTED.
@@ -856,6 +873,10 @@ impl ServeArgs {
             Some(text) => Some(parse_bytes(&text)?),
             None => None,
         };
+        let spill_limit = match self.spill_limit.clone().or(file.spill_limit.clone()) {
+            Some(text) => Some(parse_bytes(&text)? as u64),
+            None => None,
+        };
         let max_parameter_rows = self
             .max_parameter_rows
             .or(file.max_parameter_rows)
@@ -924,6 +945,7 @@ impl ServeArgs {
             memory_limit,
             query_memory_limit,
             column_cache,
+            spill_limit,
             max_parameter_rows,
             max_concurrent_queries,
             queue_timeout_secs: self

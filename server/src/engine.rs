@@ -96,6 +96,8 @@ pub struct EngineOptions {
     pub cluster: Option<petrel_distributed::ClusterEngine>,
     /// Decoded columns kept across queries, shared by every Iceberg catalog (`--column-cache`).
     pub column_cache: ColumnCache,
+    /// Disk space all queries together may spill to (`--spill-limit`; 0: no spilling).
+    pub spill_limit: u64,
 }
 
 impl Default for EngineOptions {
@@ -109,6 +111,7 @@ impl Default for EngineOptions {
             read_only: false,
             cluster: None,
             column_cache: ColumnCache::default(),
+            spill_limit: crate::spill::MAX_DEFAULT_SPILL_LIMIT,
         }
     }
 }
@@ -185,6 +188,7 @@ impl QueryEngine {
         // template's own is the server-wide pool.
         let runtime = RuntimeEnvBuilder::new()
             .with_memory_pool(Arc::clone(options.memory.shared()))
+            .with_disk_manager_builder(crate::spill::disk_manager(options.spill_limit))
             .build_arc()
             // (Fails only when the OS temp directory is unusable: DataFusion's default then.)
             .ok();

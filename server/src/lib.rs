@@ -68,6 +68,7 @@ pub mod query_report;
 pub mod scan_stats;
 pub mod server;
 pub mod session;
+pub mod spill;
 pub mod sql_limits;
 pub mod sql_text;
 mod statement_cache;

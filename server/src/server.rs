@@ -185,6 +185,9 @@ pub async fn build_engine(
             read_only: cfg.read_only,
             cluster: cfg.engine.clone(),
             column_cache,
+            spill_limit: cfg
+                .spill_limit
+                .unwrap_or_else(|| crate::spill::default_spill_limit(&std::env::temp_dir())),
         },
     );
     Ok((

@@ -330,6 +330,9 @@ fn df_message(e: &DataFusionError) -> String {
         DataFusionError::External(inner) => any_message(inner.as_ref()),
         DataFusionError::ArrowError(inner, _) => arrow_message(inner),
         DataFusionError::Collection(errs) => errs.first().map(df_message).unwrap_or_default(),
+        DataFusionError::ResourcesExhausted(_) => {
+            crate::spill::explain_spill_error(e.strip_backtrace())
+        }
         other => other.strip_backtrace(),
     }
 }

@@ -449,6 +449,45 @@ async fn rows_copied_beyond_the_query_memory_are_refused() {
     );
 }
 
+/// Queries over their memory spill to temporary files, within the server's `spill_limit`
+/// (DataFusion's own limit, 100 GiB whatever the disk holds, let one `DISTINCT` fill `/tmp`):
+/// over it a query fails with RESOURCE_EXHAUSTED naming the setting; `0` turns spilling off;
+/// with room the same sort spills and answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spills_are_bounded_by_the_spill_limit() {
+    // 2,000,000 strings of ~20 bytes sorted in 64 MiB: the sort must spill.
+    let sql = "SELECT max(r), count(*) FROM (SELECT row_number() OVER (ORDER BY s) r FROM \
+               (SELECT CAST(v * 7919 % 1000003 AS VARCHAR) || 'padding-padding' s \
+               FROM generate_series(1, 2000000) g(v)))";
+    for (spill_limit, says) in [
+        ("1MiB", "Raise the server's spill_limit (--spill-limit)"),
+        ("0", "(spilling is off: spill_limit is 0)"),
+    ] {
+        let server = Petrel::start(&[
+            "--query-memory-limit",
+            "64MiB",
+            "--spill-limit",
+            spill_limit,
+        ]);
+        let mut client = server.client().await;
+        let e = query(&mut client, sql).await.unwrap_err();
+        assert_eq!(e.code(), Code::ResourceExhausted, "{spill_limit}: {e}");
+        assert!(e.message().contains(says), "{spill_limit}: {e}");
+        assert!(!e.message().contains("max_temp_directory_size"), "{e}");
+        assert_eq!(single_i64(&mut client, "SELECT 41 + 1").await, 42);
+    }
+    let server = Petrel::start(&["--query-memory-limit", "64MiB"]);
+    let mut client = server.client().await;
+    assert_eq!(
+        single_i64(
+            &mut client,
+            &sql.replace("SELECT max(r), count(*)", "SELECT max(r)")
+        )
+        .await,
+        2_000_000
+    );
+}
+
 /// Statements DataFusion 53 panics on, while optimizing (`date_trunc`, `overlay`: constant
 /// folding) or planning (interval arithmetic), fail with INTERNAL naming the panic instead of
 /// losing the client its call; the server answers the next statement.

@@ -19,12 +19,14 @@ pub const MAX_DEFAULT_SPILL_LIMIT: u64 = 100 << 30;
 /// [`MAX_DEFAULT_SPILL_LIMIT`].
 pub fn default_spill_limit(dir: &Path) -> u64 {
     match rustix::fs::statvfs(dir) {
-        Ok(stats) => {
-            let free = stats.f_bavail.saturating_mul(stats.f_frsize);
-            (free / 2).min(MAX_DEFAULT_SPILL_LIMIT)
-        }
+        Ok(stats) => limit_for_free_space(stats.f_bavail.saturating_mul(stats.f_frsize)),
         Err(_) => MAX_DEFAULT_SPILL_LIMIT,
     }
+}
+
+/// The default limit for a directory with `free` bytes available.
+fn limit_for_free_space(free: u64) -> u64 {
+    (free / 2).min(MAX_DEFAULT_SPILL_LIMIT)
 }
 
 /// The disk manager of a server whose queries may spill `limit` bytes together (0: none).
@@ -56,10 +58,13 @@ mod tests {
 
     #[test]
     fn the_default_is_half_the_free_space_at_most_100_gib() {
-        let dir = std::env::temp_dir();
-        let stats = rustix::fs::statvfs(&dir).expect("statvfs of the temp directory");
-        let free = stats.f_bavail * stats.f_frsize;
-        assert_eq!(default_spill_limit(&dir), (free / 2).min(100 << 30));
+        assert_eq!(limit_for_free_space(10 << 30), 5 << 30);
+        assert_eq!(limit_for_free_space(1 << 40), MAX_DEFAULT_SPILL_LIMIT);
+        assert_eq!(limit_for_free_space(0), 0);
+        // The temporary directory's free space changes under a running test suite: only its
+        // range is certain.
+        let limit = default_spill_limit(&std::env::temp_dir());
+        assert!(limit > 0 && limit <= MAX_DEFAULT_SPILL_LIMIT, "{limit}");
         assert_eq!(
             default_spill_limit(Path::new("/no/such/directory")),
             MAX_DEFAULT_SPILL_LIMIT

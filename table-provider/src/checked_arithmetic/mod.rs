@@ -9,8 +9,8 @@
 //! - [`CheckedArithmetic`] (`function.rs`): the operators as functions evaluating Arrow's
 //!   checked kernels and checking decimal precision; an overflow fails the statement with
 //!   `ArrowError::ArithmeticOverflow` (INVALID_ARGUMENT over Flight SQL).
-//! - `proven_safe.rs`: operators proven safe before they run, by the digits their operands can have
-//!   (`price * (1 - discount)`): they stay DataFusion's own.
+//! - `proven_safe.rs`: operators proven safe before they run, by the magnitudes their operands
+//!   can have (`price * (1 - discount)`): they stay DataFusion's own.
 //! - `magnitudes.rs`: when a batch's integer operands are too small to overflow, so the
 //!   cheaper wrapping kernels answer exactly.
 //! - [`CheckArithmetic`] (`rule.rs`): the analyzer rule putting them in place of the operators.

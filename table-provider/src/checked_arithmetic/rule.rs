@@ -2,8 +2,8 @@
 //! and decimals fail on overflow.
 //!
 //! After type coercion, each of these operators whose operands are both integers or both
-//! decimals becomes a call of [`super::CheckedArithmetic`], unless the digits its operands can
-//! have prove it cannot overflow (`proven_safe.rs`); `-x` of a signed integer becomes
+//! decimals becomes a call of [`super::CheckedArithmetic`], unless the magnitudes its operands
+//! can have prove it cannot overflow (`proven_safe.rs`); `-x` of a signed integer becomes
 //! `0 - x` checked (`-x` of the smallest value wraps to itself in DataFusion). Every output
 //! column keeps its name. Floats, dates, timestamps and intervals keep DataFusion's
 //! operators: they do not wrap (floats reach infinity) or are checked already.
@@ -74,7 +74,7 @@ impl CheckArithmetic {
 }
 
 /// Whether the operator can wrap around: both operands are integers, or both decimals (the
-/// operands the wrapping kernels serve), and their digits do not prove it safe (`proven_safe.rs`;
+/// operands the wrapping kernels serve), and their magnitudes do not prove it safe (`proven_safe.rs`;
 /// it then stays DataFusion's own). An operand whose type cannot be told here leaves the
 /// operator as it is.
 fn needs_check(b: &BinaryExpr, schema: &DFSchema) -> bool {

@@ -79,11 +79,24 @@ impl Copies {
 #[derive(Debug)]
 pub struct CopyGuardExec {
     input: Arc<dyn ExecutionPlan>,
+    check: Arc<CopyCheck>,
+}
+
+/// What a guard checks each batch against; shared by its streams.
+#[derive(Debug)]
+struct CopyCheck {
     /// The operator, for messages and `EXPLAIN` ("a hash join").
     operator: &'static str,
     copies: Copies,
     /// Bytes the operator's output may take at once.
     limit: usize,
+}
+
+/// One stream's rows and largest row so far ([`Copies::Partition`]).
+#[derive(Debug, Default)]
+struct Seen {
+    rows: usize,
+    largest: usize,
 }
 
 impl CopyGuardExec {
@@ -94,14 +107,16 @@ impl CopyGuardExec {
         copies: Copies,
         limit: usize,
     ) -> Self {
-        Self {
-            input,
+        let check = Arc::new(CopyCheck {
             operator,
             copies,
             limit,
-        }
+        });
+        Self { input, check }
     }
+}
 
+impl CopyCheck {
     /// The error for an output of `bytes`, `how` its rows are copied.
     fn refuse(&self, how: String, bytes: usize) -> DataFusionError {
         DataFusionError::ResourcesExhausted(format!(
@@ -114,15 +129,9 @@ impl CopyGuardExec {
         ))
     }
 
-    /// `batch`, or the error if the operator's copies of it could go over the limit.
-    /// `partition_rows` and `partition_largest` are the stream's rows and largest row so far.
-    fn check(
-        &self,
-        batch: &RecordBatch,
-        batch_size: usize,
-        partition_rows: &mut usize,
-        partition_largest: &mut usize,
-    ) -> Result<()> {
+    /// The error if the operator's copies of `batch` could go over the limit; `seen` is what
+    /// the batch's stream has read before it.
+    fn check(&self, batch: &RecordBatch, batch_size: usize, seen: &mut Seen) -> Result<()> {
         match &self.copies {
             Copies::Joined {
                 largest,
@@ -157,15 +166,15 @@ impl CopyGuardExec {
                 }
             }
             Copies::Partition => {
-                *partition_rows = partition_rows.saturating_add(batch.num_rows());
-                *partition_largest = (*partition_largest).max(largest_row_bytes(batch));
-                let bytes = partition_largest.saturating_mul(*partition_rows);
+                seen.rows = seen.rows.saturating_add(batch.num_rows());
+                seen.largest = seen.largest.max(largest_row_bytes(batch));
+                let bytes = seen.largest.saturating_mul(seen.rows);
                 if bytes > self.limit {
                     return Err(self.refuse(
                         format!(
                             "values of up to {} into each of the {} rows of a partition",
-                            describe_bytes(*partition_largest),
-                            partition_rows
+                            describe_bytes(seen.largest),
+                            seen.rows
                         ),
                         bytes,
                     ));
@@ -213,7 +222,7 @@ impl CopyGuardExec {
 
 impl DisplayAs for CopyGuardExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let copies = match &self.copies {
+        let copies = match &self.check.copies {
             Copies::Joined { .. } => "up to a batch of copies of a row",
             Copies::Partition => "a copy per row of a partition",
             Copies::Elements { .. } => "a copy per list element",
@@ -221,8 +230,8 @@ impl DisplayAs for CopyGuardExec {
         write!(
             f,
             "CopyGuardExec: {} makes {copies}, within {}",
-            self.operator,
-            describe_bytes(self.limit)
+            self.check.operator,
+            describe_bytes(self.check.limit)
         )
     }
 }
@@ -259,12 +268,10 @@ impl ExecutionPlan for CopyGuardExec {
         let input = children
             .pop()
             .ok_or_else(|| DataFusionError::Internal("CopyGuardExec needs an input".into()))?;
-        Ok(Arc::new(Self::new(
+        Ok(Arc::new(Self {
             input,
-            self.operator,
-            self.copies.clone(),
-            self.limit,
-        )))
+            check: Arc::clone(&self.check),
+        }))
     }
 
     fn partition_statistics(&self, partition: Option<usize>) -> Result<Statistics> {
@@ -279,16 +286,11 @@ impl ExecutionPlan for CopyGuardExec {
         let batch_size = context.session_config().batch_size();
         let input = self.input.execute(partition, context)?;
         let schema = input.schema();
-        let guard = Self::new(
-            Arc::clone(&self.input),
-            self.operator,
-            self.copies.clone(),
-            self.limit,
-        );
-        let (mut rows, mut largest) = (0usize, 0usize);
+        let check = Arc::clone(&self.check);
+        let mut seen = Seen::default();
         let stream = input.map(move |batch| {
             let batch = batch?;
-            guard.check(&batch, batch_size, &mut rows, &mut largest)?;
+            check.check(&batch, batch_size, &mut seen)?;
             Ok(batch)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))

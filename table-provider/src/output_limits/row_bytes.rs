@@ -10,6 +10,8 @@
 use arrow::array::{Array, ArrayRef, AsArray, OffsetSizeTrait, RecordBatch};
 use arrow::datatypes::DataType;
 
+use super::sizes::offset_range;
+
 /// The bytes of the largest row of `batch` (at most: the sum of each column's largest value).
 pub(super) fn largest_row_bytes(batch: &RecordBatch) -> usize {
     largest_row_bytes_except(batch, &[])
@@ -38,54 +40,36 @@ pub(super) fn add_row_bytes(batch: &RecordBatch, skip: &[usize], rows: &mut [usi
             continue;
         }
         let array = column.as_ref();
-        match array.data_type() {
-            DataType::Utf8 => add_spans(array.as_string::<i32>().value_offsets(), rows),
-            DataType::LargeUtf8 => add_spans(array.as_string::<i64>().value_offsets(), rows),
-            DataType::Binary => add_spans(array.as_binary::<i32>().value_offsets(), rows),
-            DataType::LargeBinary => add_spans(array.as_binary::<i64>().value_offsets(), rows),
-            DataType::Utf8View => add_views(array.as_string_view().views(), rows),
-            DataType::BinaryView => add_views(array.as_binary_view().views(), rows),
-            _ => {
-                for (row, bytes) in rows.iter_mut().enumerate() {
-                    *bytes = bytes.saturating_add(range_bytes(array, row, row + 1));
-                }
+        if let Some(lengths) = Lengths::of(array) {
+            lengths.add_to(rows);
+        } else if let Some(entry) = dictionary_entry_bytes(array) {
+            rows.iter_mut().for_each(|b| *b = b.saturating_add(entry));
+        } else {
+            for (row, bytes) in rows.iter_mut().enumerate() {
+                *bytes = bytes.saturating_add(range_bytes(array, row, row + 1));
             }
         }
-    }
-}
-
-/// Adds each value's length, from its `offsets`, to its row's bytes.
-fn add_spans<O: OffsetSizeTrait>(offsets: &[O], rows: &mut [usize]) {
-    for (bytes, pair) in rows.iter_mut().zip(offsets.windows(2)) {
-        *bytes = bytes.saturating_add(pair[1].as_usize().saturating_sub(pair[0].as_usize()));
-    }
-}
-
-/// Adds each view's length to its row's bytes.
-fn add_views(views: &[u128], rows: &mut [usize]) {
-    for (bytes, view) in rows.iter_mut().zip(views) {
-        *bytes = bytes.saturating_add(*view as u32 as usize);
     }
 }
 
 /// The number of elements of each row's list in `column` (0 for NULL or a non-list), `depth`
 /// levels down (`unnest` of a list of lists with depth 2 makes a row per innermost element).
 pub(super) fn list_lengths(column: &ArrayRef, depth: usize) -> Vec<usize> {
+    let mut lengths = vec![0; column.len()];
     match column.data_type() {
-        DataType::List(_) if depth <= 1 => spans(column.as_list::<i32>().value_offsets()),
-        DataType::LargeList(_) if depth <= 1 => spans(column.as_list::<i64>().value_offsets()),
-        _ => (0..column.len())
-            .map(|row| elements(column.as_ref(), row, row + 1, depth.max(1)))
-            .collect(),
+        DataType::List(_) if depth <= 1 => {
+            Lengths::Offsets32(column.as_list::<i32>().value_offsets()).add_to(&mut lengths)
+        }
+        DataType::LargeList(_) if depth <= 1 => {
+            Lengths::Offsets64(column.as_list::<i64>().value_offsets()).add_to(&mut lengths)
+        }
+        _ => {
+            for (row, length) in lengths.iter_mut().enumerate() {
+                *length = elements(column.as_ref(), row, row + 1, depth.max(1));
+            }
+        }
     }
-}
-
-/// The differences of adjacent `offsets`: each value's length.
-fn spans<O: OffsetSizeTrait>(offsets: &[O]) -> Vec<usize> {
-    offsets
-        .windows(2)
-        .map(|pair| pair[1].as_usize().saturating_sub(pair[0].as_usize()))
-        .collect()
+    lengths
 }
 
 /// The elements of rows `start..end` of `array`, `depth` list levels down.
@@ -96,12 +80,12 @@ fn elements(array: &dyn Array, start: usize, end: usize, depth: usize) -> usize 
     match array.data_type() {
         DataType::List(_) => {
             let list = array.as_list::<i32>();
-            let (from, to) = offsets_span(list.value_offsets(), start, end);
+            let (from, to) = rows_range(list.value_offsets(), start, end);
             elements(list.values().as_ref(), from, to, depth - 1)
         }
         DataType::LargeList(_) => {
             let list = array.as_list::<i64>();
-            let (from, to) = offsets_span(list.value_offsets(), start, end);
+            let (from, to) = rows_range(list.value_offsets(), start, end);
             elements(list.values().as_ref(), from, to, depth - 1)
         }
         DataType::FixedSizeList(_, size) => {
@@ -138,35 +122,97 @@ pub(super) fn is_variable_width(data_type: &DataType) -> bool {
 
 /// The bytes of the largest value of `array` (0 when its type is of fixed width).
 pub(super) fn largest_value_bytes(array: &dyn Array) -> usize {
-    match array.data_type() {
-        DataType::Utf8 => largest_span(array.as_string::<i32>().value_offsets()),
-        DataType::LargeUtf8 => largest_span(array.as_string::<i64>().value_offsets()),
-        DataType::Binary => largest_span(array.as_binary::<i32>().value_offsets()),
-        DataType::LargeBinary => largest_span(array.as_binary::<i64>().value_offsets()),
-        DataType::Utf8View => largest_view(array.as_string_view().views()),
-        DataType::BinaryView => largest_view(array.as_binary_view().views()),
-        data_type if is_variable_width(data_type) => (0..array.len())
-            .map(|row| range_bytes(array, row, row + 1))
-            .max()
-            .unwrap_or(0),
-        _ => 0,
+    if let Some(lengths) = Lengths::of(array) {
+        return lengths.largest();
+    }
+    if let Some(entry) = dictionary_entry_bytes(array) {
+        return if array.is_empty() { 0 } else { entry };
+    }
+    if !is_variable_width(array.data_type()) {
+        return 0;
+    }
+    (0..array.len())
+        .map(|row| range_bytes(array, row, row + 1))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The lengths of a string or binary array's values: its offsets, or its views (a view's low
+/// 32 bits are its value's length). Every flat layout read one way.
+enum Lengths<'a> {
+    Offsets32(&'a [i32]),
+    Offsets64(&'a [i64]),
+    Views(&'a [u128]),
+}
+
+impl<'a> Lengths<'a> {
+    /// The lengths of `array`'s values, if it is a string or binary array.
+    fn of(array: &'a dyn Array) -> Option<Self> {
+        Some(match array.data_type() {
+            DataType::Utf8 => Self::Offsets32(array.as_string::<i32>().value_offsets()),
+            DataType::LargeUtf8 => Self::Offsets64(array.as_string::<i64>().value_offsets()),
+            DataType::Binary => Self::Offsets32(array.as_binary::<i32>().value_offsets()),
+            DataType::LargeBinary => Self::Offsets64(array.as_binary::<i64>().value_offsets()),
+            DataType::Utf8View => Self::Views(array.as_string_view().views()),
+            DataType::BinaryView => Self::Views(array.as_binary_view().views()),
+            _ => return None,
+        })
+    }
+
+    /// The largest length (one vectorised pass).
+    fn largest(&self) -> usize {
+        // Offsets only grow, so each difference is a value's length.
+        fn largest<O: OffsetSizeTrait>(offsets: &[O]) -> usize {
+            offsets
+                .iter()
+                .zip(offsets.iter().skip(1))
+                .map(|(start, end)| *end - *start)
+                .max()
+                .map_or(0, |span| span.as_usize())
+        }
+        match self {
+            Self::Offsets32(offsets) => largest(offsets),
+            Self::Offsets64(offsets) => largest(offsets),
+            Self::Views(views) => views.iter().map(|v| *v as u32).max().unwrap_or(0) as usize,
+        }
+    }
+
+    /// Adds each value's length to its row's entry of `rows`.
+    fn add_to(&self, rows: &mut [usize]) {
+        fn add<O: OffsetSizeTrait>(offsets: &[O], rows: &mut [usize]) {
+            for (bytes, pair) in rows.iter_mut().zip(offsets.windows(2)) {
+                *bytes =
+                    bytes.saturating_add(pair[1].as_usize().saturating_sub(pair[0].as_usize()));
+            }
+        }
+        match self {
+            Self::Offsets32(offsets) => add(offsets, rows),
+            Self::Offsets64(offsets) => add(offsets, rows),
+            Self::Views(views) => {
+                for (bytes, view) in rows.iter_mut().zip(views.iter()) {
+                    *bytes = bytes.saturating_add(*view as u32 as usize);
+                }
+            }
+        }
+    }
+
+    /// The lengths of rows `start..end` together.
+    fn sum(&self, start: usize, end: usize) -> usize {
+        match self {
+            Self::Offsets32(offsets) => span(rows_range(offsets, start, end)),
+            Self::Offsets64(offsets) => span(rows_range(offsets, start, end)),
+            Self::Views(views) => views
+                .get(start..end)
+                .map_or(0, |v| v.iter().map(|v| *v as u32 as usize).sum()),
+        }
     }
 }
 
-/// The largest difference of adjacent `offsets`.
-fn largest_span<O: OffsetSizeTrait>(offsets: &[O]) -> usize {
-    // Offsets only grow, so each difference is a value's length (in one vectorised pass).
-    offsets
-        .iter()
-        .zip(offsets.iter().skip(1))
-        .map(|(start, end)| *end - *start)
-        .max()
-        .map_or(0, |span| span.as_usize())
-}
-
-/// The largest length among byte views (a view's low 32 bits).
-fn largest_view(views: &[u128]) -> usize {
-    views.iter().map(|v| *v as u32).max().unwrap_or(0) as usize
+/// The bytes a dictionary array's value may have: its largest dictionary entry (computed once
+/// for the whole column); None for other arrays.
+fn dictionary_entry_bytes(array: &dyn Array) -> Option<usize> {
+    matches!(array.data_type(), DataType::Dictionary(..))
+        .then(|| largest_value_bytes(array.as_any_dictionary().values().as_ref()))
 }
 
 /// The data bytes of rows `start..end` of `array`.
@@ -174,22 +220,19 @@ fn range_bytes(array: &dyn Array, start: usize, end: usize) -> usize {
     if start >= end {
         return 0;
     }
+    if let Some(lengths) = Lengths::of(array) {
+        return lengths.sum(start, end);
+    }
     let fixed = |width: usize| (end - start).saturating_mul(width);
     match array.data_type() {
-        DataType::Utf8 => span(array.as_string::<i32>().value_offsets(), start, end),
-        DataType::LargeUtf8 => span(array.as_string::<i64>().value_offsets(), start, end),
-        DataType::Binary => span(array.as_binary::<i32>().value_offsets(), start, end),
-        DataType::LargeBinary => span(array.as_binary::<i64>().value_offsets(), start, end),
-        DataType::Utf8View => views_bytes(&array.as_string_view().views()[start..end]),
-        DataType::BinaryView => views_bytes(&array.as_binary_view().views()[start..end]),
         DataType::List(_) => {
             let list = array.as_list::<i32>();
-            let (from, to) = offsets_span(list.value_offsets(), start, end);
+            let (from, to) = rows_range(list.value_offsets(), start, end);
             range_bytes(list.values().as_ref(), from, to)
         }
         DataType::LargeList(_) => {
             let list = array.as_list::<i64>();
-            let (from, to) = offsets_span(list.value_offsets(), start, end);
+            let (from, to) = rows_range(list.value_offsets(), start, end);
             range_bytes(list.values().as_ref(), from, to)
         }
         DataType::FixedSizeList(_, size) => {
@@ -199,7 +242,7 @@ fn range_bytes(array: &dyn Array, start: usize, end: usize) -> usize {
         }
         DataType::Map(..) => {
             let map = array.as_map();
-            let (from, to) = offsets_span(map.value_offsets(), start, end);
+            let (from, to) = rows_range(map.value_offsets(), start, end);
             map.entries()
                 .columns()
                 .iter()
@@ -212,12 +255,7 @@ fn range_bytes(array: &dyn Array, start: usize, end: usize) -> usize {
             .iter()
             .map(|c| range_bytes(c.as_ref(), start, end))
             .fold(0, usize::saturating_add),
-        DataType::Dictionary(..) => {
-            let dictionary = array.as_any_dictionary();
-            let values = dictionary.values();
-            let entry = largest_value_bytes(values.as_ref());
-            fixed(entry)
-        }
+        DataType::Dictionary(..) => fixed(dictionary_entry_bytes(array).unwrap_or(0)),
         data_type => match data_type.primitive_width() {
             Some(width) => fixed(width),
             // Views of lists, unions, run-end encoded values: their whole data, as an upper
@@ -230,22 +268,15 @@ fn range_bytes(array: &dyn Array, start: usize, end: usize) -> usize {
     }
 }
 
-/// The data bytes between the offsets of rows `start` and `end`.
-fn span<O: OffsetSizeTrait>(offsets: &[O], start: usize, end: usize) -> usize {
-    let (from, to) = offsets_span(offsets, start, end);
-    to - from
+/// The element range rows `start..end` cover by their `offsets` (`sizes::offset_range` of
+/// those rows' offsets).
+fn rows_range<O: OffsetSizeTrait>(offsets: &[O], start: usize, end: usize) -> (usize, usize) {
+    offsets.get(start..=end).map_or((0, 0), offset_range)
 }
 
-/// The element range rows `start..end` cover by their `offsets`.
-fn offsets_span<O: OffsetSizeTrait>(offsets: &[O], start: usize, end: usize) -> (usize, usize) {
-    let from = offsets.get(start).map_or(0, |o| o.as_usize());
-    let to = offsets.get(end).map_or(from, |o| o.as_usize());
-    (from, to.max(from))
-}
-
-/// The bytes byte views point at.
-fn views_bytes(views: &[u128]) -> usize {
-    views.iter().map(|v| *v as u32 as usize).sum()
+/// The length of an element range.
+fn span((from, to): (usize, usize)) -> usize {
+    to.saturating_sub(from)
 }
 
 #[cfg(test)]
@@ -308,6 +339,10 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(largest_value_bytes(&dictionary), 19);
+        // Every row may hold the largest entry (counted once per column, not once per row).
+        let mut rows = vec![0; 3];
+        add_row_bytes(&batch(vec![("d", Arc::new(dictionary))]), &[], &mut rows);
+        assert_eq!(rows, vec![19, 19, 19]);
     }
 
     #[test]

@@ -65,18 +65,15 @@ impl BoundRowCopies {
         if !copied {
             return Ok(Transformed::no(node));
         }
-        let joined = Copies::joined(children.len());
+        let hows = match copies {
+            Copying::Joined => Copies::joined(children.len()),
+            Copying::Partition => vec![Copies::Partition; children.len()],
+            Copying::Elements(lists) => vec![Copies::Elements { lists }; children.len()],
+        };
         let inputs = children
             .into_iter()
-            .zip(joined)
-            .map(|(child, slot)| {
-                let how = match &copies {
-                    Copying::Joined => slot,
-                    Copying::Partition => Copies::Partition,
-                    Copying::Elements(lists) => Copies::Elements {
-                        lists: lists.clone(),
-                    },
-                };
+            .zip(hows)
+            .map(|(child, how)| {
                 Arc::new(CopyGuardExec::new(
                     Arc::clone(child),
                     operator,

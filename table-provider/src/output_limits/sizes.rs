@@ -238,7 +238,7 @@ fn leaves(array: &ArrayRef) -> usize {
 }
 
 /// The element range a list array's offsets cover.
-fn offset_range<O: arrow::array::OffsetSizeTrait>(offsets: &[O]) -> (usize, usize) {
+pub(super) fn offset_range<O: arrow::array::OffsetSizeTrait>(offsets: &[O]) -> (usize, usize) {
     let at = |o: Option<&O>| o.map_or(0, |o| o.as_usize());
     (at(offsets.first()), at(offsets.last()))
 }

@@ -7,6 +7,7 @@ queries, alternated, in one run.
         --warehouse ~/.cache/petrel/bench-vs-duckdb/warehouse
     .venv/bin/python scripts/bench-function-overhead.py <baseline> <binary> --queries copies \
         --warehouse ~/.cache/petrel/bench-vs-duckdb/warehouse
+    .venv/bin/python scripts/bench-function-overhead.py <baseline> <binary> --queries averages
 
 Each round starts both binaries in turn (the first one first in odd rounds, the other in even
 rounds, so both see the same machine load) on an empty embedded warehouse, and runs each query
@@ -37,6 +38,15 @@ each operator:
   them (build side, `l_comment`);
 - `lag(l_comment)` over a quarter of the rows, partitioned by `l_shipmode`;
 - `unnest` of a two-element list beside `l_comment` (10,000,000 rows out).
+
+`--queries averages` (checked decimal `avg` and `sum(DISTINCT …)`, `checked_avg.rs`,
+`checked_sum.rs`) needs no tables:
+
+- TPC-H Q1's shape of decimal averages: `avg` of two decimal columns in 4 groups, over
+  20,000,000 rows of `generate_series` (the grouped accumulator);
+- the same averages without groups (the per-batch sums);
+- two `sum(DISTINCT …)` of BIGINTs (100,000 and 70,000 distinct values) over 5,000,000 rows:
+  two distinct arguments, so DataFusion keeps its distinct accumulators.
 
 It prints each query's median wall time per binary and the ratio (binary ÷ baseline).
 """
@@ -93,7 +103,30 @@ COPIES = [
     ),
 ]
 
-QUERY_SETS = {"functions": FUNCTIONS, "arithmetic": ARITHMETIC, "copies": COPIES}
+AVERAGES = [
+    (
+        "grouped decimal avg",
+        "SELECT g, avg(p), avg(q) FROM (SELECT v % 4 g, CAST(v AS DECIMAL(15,2)) p, "
+        "CAST(v % 50 AS DECIMAL(15,2)) q FROM generate_series(1, 20000000) t(v)) GROUP BY g",
+    ),
+    (
+        "decimal avg",
+        "SELECT avg(p), avg(q) FROM (SELECT CAST(v AS DECIMAL(15,2)) p, "
+        "CAST(v % 50 AS DECIMAL(15,2)) q FROM generate_series(1, 20000000) t(v))",
+    ),
+    (
+        "sum(DISTINCT) x2",
+        "SELECT sum(DISTINCT v % 100000), sum(DISTINCT v % 70000) "
+        "FROM generate_series(1, 5000000) t(v)",
+    ),
+]
+
+QUERY_SETS = {
+    "functions": FUNCTIONS,
+    "arithmetic": ARITHMETIC,
+    "copies": COPIES,
+    "averages": AVERAGES,
+}
 
 
 def run(binary, port, data_dir, warehouse, queries):

@@ -9,23 +9,30 @@
 //! right. [`CheckedSum`] wraps the built-in `sum` and, for `Int64` and `Decimal128` results,
 //! gives it accumulators (grouped, ungrouped and over sliding window frames) whose totals are
 //! checked against the result type: an overflow fails the query with INVALID_ARGUMENT-class
-//! `ArrowError::ArithmeticOverflow` naming the type. `DISTINCT` sums and other types are the
-//! built-in's.
+//! `ArrowError::ArithmeticOverflow` naming the type. `DISTINCT` sums of those types keep the
+//! built-in's set of distinct values and total it with the same checks (DataFusion's wrapped:
+//! `sum(DISTINCT v)` of 9223372036854775807 and 1 answered -9223372036854775808), over window
+//! frames too. Other types are the built-in's.
 
+use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::checked_arithmetic::magnitudes::{MARGIN, decimals_fit, integer_magnitude};
-use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, Int64Array};
+use arrow::array::{
+    Array, ArrayRef, ArrowPrimitiveType, AsArray, BooleanArray, Decimal128Array, Int64Array,
+};
 use arrow::datatypes::{DataType, Decimal128Type, DecimalType, Int64Type, UInt64Type};
 use arrow::error::ArrowError;
+use datafusion::common::utils::SingleRowListArrayBuilder;
 use datafusion::common::{DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::function::AccumulatorArgs;
 use datafusion::logical_expr::{
     Accumulator, AggregateUDF, AggregateUDFImpl, EmitTo, GroupsAccumulator, ReversedUDAF,
 };
 use datafusion_functions_aggregate_common::aggregate::groups_accumulator::prim_op::PrimitiveGroupsAccumulator;
+use datafusion_functions_aggregate_common::utils::GenericDistinctBuffer;
 
 /// The built-in `sum`, with overflow-checked accumulators for `Int64` and `Decimal128` results.
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -44,7 +51,7 @@ impl CheckedSum {
 
 /// The type a checked total has, which decides when it overflows.
 #[derive(Debug, Clone, Copy)]
-enum Total {
+pub(crate) enum Total {
     Int64,
     Decimal128 { precision: u8, scale: i8 },
 }
@@ -52,8 +59,22 @@ enum Total {
 impl Total {
     /// The total of a non-distinct sum returning `data_type`, if it is checked here.
     fn of(args: &AccumulatorArgs) -> Option<Self> {
-        match args.return_field.data_type() {
-            _ if args.is_distinct => None,
+        match args.is_distinct {
+            true => None,
+            false => Self::of_type(args.return_field.data_type()),
+        }
+    }
+
+    /// The total of a `DISTINCT` sum, if it is checked here.
+    fn of_distinct(args: &AccumulatorArgs) -> Option<Self> {
+        match args.is_distinct {
+            true => Self::of_type(args.return_field.data_type()),
+            false => None,
+        }
+    }
+
+    fn of_type(data_type: &DataType) -> Option<Self> {
+        match data_type {
             DataType::Int64 => Some(Self::Int64),
             DataType::Decimal128(precision, scale) => Some(Self::Decimal128 {
                 precision: *precision,
@@ -88,7 +109,7 @@ impl Total {
 
     /// The exact sum of a batch of this type's values (`None` when all are null), or an error
     /// when it leaves i128's range.
-    fn batch_sum(self, values: &ArrayRef) -> Result<Option<i128>> {
+    pub(crate) fn batch_sum(self, values: &ArrayRef) -> Result<Option<i128>> {
         match self {
             Self::Int64 => {
                 let values: &Int64Array = values.as_primitive();
@@ -165,8 +186,21 @@ impl AggregateUDFImpl for CheckedSum {
     crate::udaf_delegation::delegate_aggregate_udf!();
 
     fn accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        match Total::of(&args) {
-            Some(kind) => Ok(Box::new(CheckedSumAccumulator { sum: None, kind })),
+        if let Some(kind) = Total::of(&args) {
+            return Ok(Box::new(CheckedSumAccumulator { sum: None, kind }));
+        }
+        let return_type = args.return_field.data_type();
+        match Total::of_distinct(&args) {
+            Some(kind @ Total::Int64) => Ok(Box::new(CheckedDistinctSum::<Int64Type> {
+                values: GenericDistinctBuffer::new(return_type.clone()),
+                kind,
+            })),
+            Some(kind @ Total::Decimal128 { .. }) => {
+                Ok(Box::new(CheckedDistinctSum::<Decimal128Type> {
+                    values: GenericDistinctBuffer::new(return_type.clone()),
+                    kind,
+                }))
+            }
             None => self.inner.accumulator(args),
         }
     }
@@ -211,13 +245,17 @@ impl AggregateUDFImpl for CheckedSum {
     }
 
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
-        match Total::of(&args) {
-            Some(kind) => Ok(Box::new(CheckedSlidingSum {
+        if let Some(kind) = Total::of(&args) {
+            return Ok(Box::new(CheckedSlidingSum {
                 sum: 0,
                 count: 0,
                 kind,
-            })),
-            None => self.inner.create_sliding_accumulator(args),
+            }));
+        }
+        match Total::of_distinct(&args) {
+            // (The built-in slides distinct sums of BIGINTs only.)
+            Some(Total::Int64) => Ok(Box::new(CheckedSlidingDistinctSum::default())),
+            _ => self.inner.create_sliding_accumulator(args),
         }
     }
 
@@ -412,5 +450,119 @@ impl GroupsAccumulator for CheckedSumGroups {
 
     fn size(&self) -> usize {
         self.inner.size()
+    }
+}
+
+/// `sum(DISTINCT …)` of one group: the built-in's set of distinct values (state and merges
+/// unchanged), totalled with overflow checks when read.
+#[derive(Debug)]
+struct CheckedDistinctSum<T: ArrowPrimitiveType> {
+    values: GenericDistinctBuffer<T>,
+    kind: Total,
+}
+
+impl<T> Accumulator for CheckedDistinctSum<T>
+where
+    T: ArrowPrimitiveType + std::fmt::Debug,
+    i128: From<T::Native>,
+{
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        self.values.update_batch(values)
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        let mut total = None;
+        for value in &self.values.values {
+            total = self.kind.add(total, Some(i128::from(value.0)))?;
+        }
+        self.kind.value(total)
+    }
+
+    fn size(&self) -> usize {
+        size_of_val(self) + self.values.size()
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        self.values.state()
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        self.values.merge_batch(states)
+    }
+}
+
+/// `sum(DISTINCT …)` of BIGINTs over a sliding window frame: how many times each value is in
+/// the frame, and the exact total of the distinct ones, checked when read (the built-in's
+/// wrapped around). NULLs are not values: a frame of NULLs sums to NULL.
+#[derive(Debug, Default)]
+struct CheckedSlidingDistinctSum {
+    counts: HashMap<i64, u64>,
+    sum: i128,
+}
+
+impl CheckedSlidingDistinctSum {
+    fn enter(&mut self, value: i64) {
+        let count = self.counts.entry(value).or_insert(0);
+        if *count == 0 {
+            self.sum += i128::from(value);
+        }
+        *count += 1;
+    }
+}
+
+impl Accumulator for CheckedSlidingDistinctSum {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        if let Some(values) = values.first() {
+            for value in values.as_primitive::<Int64Type>().iter().flatten() {
+                self.enter(value);
+            }
+        }
+        Ok(())
+    }
+
+    fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        if let Some(values) = values.first() {
+            for value in values.as_primitive::<Int64Type>().iter().flatten() {
+                if let Some(count) = self.counts.get_mut(&value) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.counts.remove(&value);
+                        self.sum -= i128::from(value);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn supports_retract_batch(&self) -> bool {
+        true
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        Total::Int64.value((!self.counts.is_empty()).then_some(self.sum))
+    }
+
+    fn size(&self) -> usize {
+        size_of_val(self) + self.counts.capacity() * 2 * size_of::<u64>()
+    }
+
+    /// The distinct values, as the built-in's state is.
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        let values = Int64Array::from_iter_values(self.counts.keys().copied());
+        Ok(vec![
+            SingleRowListArrayBuilder::new(Arc::new(values)).build_list_scalar(),
+        ])
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        if let Some(lists) = states.first() {
+            for list in lists.as_list::<i32>().iter().flatten() {
+                for value in list.as_primitive::<Int64Type>().iter().flatten() {
+                    self.enter(value);
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -45,7 +45,8 @@
 //! - [`error`]: one error type with table / snapshot / file context.
 //! - [`cache_stats`]: hit / miss counts and sizes of the manifest and delete-file caches.
 //! - [`checked_sum`]: `sum` of integers and decimals that fails on overflow (DataFusion's
-//!   wraps around).
+//!   wraps around), `DISTINCT` too.
+//! - [`checked_avg`]: `avg` of decimals that fails on overflow (DataFusion's wraps around).
 //! - [`checked_arithmetic`]: integer and decimal `+`, `-`, `*` that fail on overflow
 //!   (DataFusion's wrap around).
 //! - [`output_limits`]: bounds on what one function call or literal may make (`repeat`,
@@ -56,6 +57,7 @@ pub mod catalog;
 pub mod catalog_views;
 pub mod changes;
 pub mod checked_arithmetic;
+pub mod checked_avg;
 pub mod checked_sum;
 pub mod commit;
 pub mod ddl;
@@ -121,13 +123,15 @@ pub fn register_functions(
 
 /// The aggregate functions [`register_functions`] registers: `min` / `max` over the built-ins
 /// ([`FloatTotalOrder`]), `sum` over the built-in ([`checked_sum::CheckedSum`]: integer and
-/// decimal totals fail on overflow instead of wrapping) and `petrel_single_value`
+/// decimal totals fail on overflow instead of wrapping), `avg` over the built-in
+/// ([`checked_avg::CheckedAvg`]: the same for decimal averages) and `petrel_single_value`
 /// ([`scalar_subquery::single_value`]).
 pub fn petrel_functions() -> Vec<datafusion::logical_expr::AggregateUDF> {
     vec![
         FloatTotalOrder::min(),
         FloatTotalOrder::max(),
         checked_sum::CheckedSum::sum(),
+        checked_avg::CheckedAvg::avg(),
         scalar_subquery::single_value(),
     ]
 }

@@ -1,9 +1,9 @@
 //! The `AggregateUDFImpl` methods a wrapper of a built-in aggregate passes through unchanged.
 //!
 //! Petrel wraps built-in aggregates to change one part of them (`FloatTotalOrder`: the grouped
-//! accumulator of floats; `CheckedSum`: checked integer and decimal accumulators;
-//! `BoundedAggregate`: window values and t-digest sizes). Everything else must stay the built-in's, method by
-//! method: [`delegate_aggregate_udf!`] writes those methods for a wrapper whose built-in is
+//! accumulator of floats; `CheckedSum`: checked integer and decimal accumulators; `CheckedAvg`:
+//! checked decimal accumulators; `BoundedAggregate`: window values and t-digest sizes).
+//! Everything else must stay the built-in's, method by method: [`delegate_aggregate_udf!`] writes those methods for a wrapper whose built-in is
 //! `self.inner: Arc<AggregateUDF>`.
 
 /// Inside an `impl AggregateUDFImpl` of a wrapper with field `inner: Arc<AggregateUDF>`: the

@@ -513,9 +513,9 @@ async fn statements_the_engine_panics_on_fail_with_the_reason() {
     }
 }
 
-/// Integer and decimal arithmetic and sums that overflow fail with INVALID_ARGUMENT instead of
-/// answering a wrapped-around value (DataFusion 53 wraps them): in a query, and in writes,
-/// which then commit nothing.
+/// Integer and decimal arithmetic, sums (`DISTINCT` too) and decimal averages that overflow fail
+/// with INVALID_ARGUMENT instead of answering a wrapped-around value (DataFusion 53 wraps them):
+/// in a query, and in writes, which then commit nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overflowing_arithmetic_is_invalid_and_writes_nothing() {
     let server = Petrel::start(&[]);
@@ -534,7 +534,10 @@ async fn overflowing_arithmetic_is_invalid_and_writes_nothing() {
         "SELECT v * v FROM (VALUES (9223372036854775807)) t(v)",
         "SELECT v + 1 FROM petrel.demo.big",
         "SELECT sum(v) FROM petrel.demo.big",
+        "SELECT sum(DISTINCT v), sum(DISTINCT id) FROM petrel.demo.big",
         "SELECT CAST('99999999999999999999999999999999999999' AS DECIMAL(38,0)) + 1",
+        "SELECT avg(x) FROM (VALUES (CAST('99999999999999999999999999999999999999' AS DECIMAL(38,0))), \
+         (CAST('99999999999999999999999999999999999999' AS DECIMAL(38,0)))) t(x)",
         "UPDATE petrel.demo.big SET v = v + 1",
         "INSERT INTO petrel.demo.big SELECT id, v * 2 FROM petrel.demo.big",
     ] {

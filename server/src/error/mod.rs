@@ -9,7 +9,8 @@
 //!
 //! | cause                                                                   | code               |
 //! |-------------------------------------------------------------------------|--------------------|
-//! | SQL syntax, planning, schema, cast, bad parameter, malformed request    | INVALID_ARGUMENT   |
+//! | SQL syntax, planning, schema, cast, bad parameter, malformed request,   |                    |
+//! | a function given a value it cannot take (`make_date(2024, 13, 1)`)      | INVALID_ARGUMENT   |
 //! | an unknown table, namespace, snapshot or ref (`TableError::NotFound`)   | NOT_FOUND          |
 //! | CREATE of a table or namespace that exists                              | ALREADY_EXISTS     |
 //! | DROP of a namespace that is not empty                                   | FAILED_PRECONDITION|
@@ -25,9 +26,15 @@
 //!
 //! A file the table's metadata names but storage does not have (object store `NotFound`) is
 //! INTERNAL, never NOT_FOUND: the table exists, its files are broken. DataFusion's own kinds map
-//! by kind: `SQL`, `Plan`, `SchemaError`, `Configuration` → INVALID_ARGUMENT, `NotImplemented` →
-//! UNIMPLEMENTED, `ResourcesExhausted` → RESOURCE_EXHAUSTED, `Execution`, `Internal`, Parquet and
-//! Avro errors → INTERNAL.
+//! by kind: `SQL`, `Plan`, `SchemaError`, `Configuration`, `Execution` → INVALID_ARGUMENT,
+//! `NotImplemented` → UNIMPLEMENTED, `ResourcesExhausted` → RESOURCE_EXHAUSTED, `Internal`,
+//! `ExecutionJoin` (a panic), Parquet and Avro errors → INTERNAL. DataFusion raises `Execution`
+//! for what a statement's arguments and values cannot do (`substr` of a negative length, a
+//! `date_trunc` granularity it does not know, `generate_series` with step 0; the client's
+//! DB-API driver showed them as `InternalError`), and `Internal` for its own bugs; Petrel's own
+//! failures are typed (a broken data file is an `InvalidData` IO error, a stopped write an
+//! `Unexpected` Iceberg error: both INTERNAL). A regular expression that does not compile is
+//! INVALID_ARGUMENT too.
 //!
 //! A statement naming a table no catalog has is NOT_FOUND ([`planning_error`], by resolving the
 //! statement's names again, not by reading DataFusion's message).
@@ -214,6 +221,11 @@ fn any_code(err: &(dyn StdError + 'static)) -> Code {
     if let Some(e) = err.downcast_ref::<datafusion::parquet::errors::ParquetError>() {
         return parquet_code(e);
     }
+    // A pattern that does not parse (DataFusion's simplifier parses the pattern literals of
+    // `~` and `regexp_like` with `regex-syntax`).
+    if err.downcast_ref::<regex_syntax::Error>().is_some() {
+        return Code::InvalidArgument;
+    }
     match err.source() {
         Some(inner) => any_code(inner),
         None => Code::Internal,
@@ -305,6 +317,7 @@ fn df_code(e: &DataFusionError) -> Code {
         | DataFusionError::SchemaError(..)
         | DataFusionError::Plan(_)
         | DataFusionError::Configuration(_)
+        | DataFusionError::Execution(_)
         | DataFusionError::Substrait(_) => Code::InvalidArgument,
         DataFusionError::NotImplemented(_) => Code::Unimplemented,
         DataFusionError::ResourcesExhausted(_) => Code::ResourceExhausted,
@@ -431,8 +444,20 @@ mod tests {
         // By kind, whatever the text says.
         let plan = DataFusionError::Plan("table 'x' not found; does not exist".into());
         assert_eq!(df_status(plan).code(), Code::InvalidArgument);
-        let exec = DataFusionError::Execution("query cancelled".into());
-        assert_eq!(df_status(exec).code(), Code::Internal);
+        let exec = DataFusionError::Execution("negative substring length not allowed".into());
+        assert_eq!(df_status(exec).code(), Code::InvalidArgument);
+        let internal = DataFusionError::Internal("field_id_cast takes exactly one child".into());
+        assert_eq!(df_status(internal).code(), Code::Internal);
+        // DataFusion's simplifier parses a pattern literal with `regex-syntax`.
+        let pattern = match regex_syntax::Parser::new().parse("[") {
+            Err(e) => e,
+            Ok(_) => panic!("'[' compiled"),
+        };
+        let regex = DataFusionError::Context(
+            "Invalid regex".into(),
+            Box::new(DataFusionError::External(Box::new(pattern))),
+        );
+        assert_eq!(df_status(regex).code(), Code::InvalidArgument);
         let unimplemented = DataFusionError::NotImplemented("MERGE".into());
         assert_eq!(df_status(unimplemented).code(), Code::Unimplemented);
     }

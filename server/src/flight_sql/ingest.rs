@@ -553,7 +553,7 @@ impl PartitionStream for OneShot {
             None => Box::pin(RecordBatchStreamAdapter::new(
                 Arc::clone(&self.schema),
                 futures::stream::once(async {
-                    Err(DataFusionError::Execution(
+                    Err(DataFusionError::Internal(
                         "the bulk-ingest upload can be read only once".into(),
                     ))
                 }),

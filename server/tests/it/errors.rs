@@ -513,6 +513,37 @@ async fn statements_the_engine_panics_on_fail_with_the_reason() {
     }
 }
 
+/// A function given a value it cannot take fails with INVALID_ARGUMENT naming the value, not
+/// INTERNAL (DataFusion raises these as `Execution` errors; the ADBC DB-API driver showed them
+/// as `InternalError`, as if the server were broken); the server answers the next statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_arguments_a_statement_cannot_take_are_invalid() {
+    let server = Petrel::start(&[]);
+    let mut client = server.client().await;
+    for (sql, says) in [
+        (
+            "SELECT make_date(2024, 13, 1)",
+            "Month value '13' is out of range",
+        ),
+        ("SELECT substr('abc', 1, -1)", "negative substring length"),
+        ("SELECT chr(-1)", "invalid Unicode scalar value"),
+        ("SELECT date_trunc('bogus', now())", "granularity: 'bogus'"),
+        (
+            "SELECT split_part('a,b', ',', 0)",
+            "field position must not be zero",
+        ),
+        ("SELECT generate_series(1, 10, 0)", "step can't be 0"),
+        ("SELECT arrow_cast(1, 'Bogus')", "Unsupported type 'Bogus'"),
+        ("SELECT regexp_like('a', '[')", "regex parse error"),
+        ("SELECT 'a' ~ '('", "regex parse error"),
+    ] {
+        let e = query(&mut client, sql).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{sql}: {e}");
+        assert!(e.message().contains(says), "{sql}: {e}");
+        assert_eq!(single_i64(&mut client, "SELECT 41 + 1").await, 42);
+    }
+}
+
 /// Integer and decimal arithmetic, sums (`DISTINCT` too) and decimal averages that overflow fail
 /// with INVALID_ARGUMENT instead of answering a wrapped-around value (DataFusion 53 wraps them):
 /// in a query, and in writes, which then commit nothing.

@@ -393,11 +393,13 @@ fn conform(settings: &WriteSettings, batch: &RecordBatch) -> DFResult<RecordBatc
     Ok(RecordBatch::try_new(Arc::clone(schema), columns)?)
 }
 
-/// The error of a write stopped from outside.
+/// The error of a write stopped from outside (INTERNAL: not the statement's own fault; the
+/// failure that stopped it is reported on its own).
 fn stopped() -> DataFusionError {
-    DataFusionError::Execution(
-        "the write was stopped: another part of the statement failed or it was cancelled".into(),
-    )
+    DataFusionError::External(Box::new(iceberg::Error::new(
+        iceberg::ErrorKind::Unexpected,
+        "the write was stopped: another part of the statement failed or it was cancelled",
+    )))
 }
 
 /// Writes the partition's batches through one rolling writer per table partition.

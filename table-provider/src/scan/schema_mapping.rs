@@ -19,7 +19,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::common::tree_node::{Transformed, TransformedResult, TreeNode};
-use datafusion::common::{Result as DFResult, ScalarValue, exec_err};
+use datafusion::common::{DataFusionError, Result as DFResult, ScalarValue, internal_err};
 use datafusion::logical_expr::ColumnarValue;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_expr::expressions::{CastColumnExpr, Column, Literal};
@@ -127,11 +127,16 @@ impl FieldIdAdapter {
             None => ScalarValue::try_from(logical.data_type())?,
         };
         if value.is_null() && !logical.is_nullable() {
-            return exec_err!(
+            // The file breaks its table's schema: a broken file (INTERNAL), not a user error.
+            let message = format!(
                 "required column {} (field id {}) is missing from the data file and has no initial-default",
                 logical.name(),
                 id.map_or("?".to_string(), |i| i.to_string())
             );
+            return Err(DataFusionError::External(Box::new(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                message,
+            ))));
         }
         Ok(Arc::new(Literal::new(value)))
     }
@@ -201,7 +206,7 @@ impl PhysicalExpr for FieldIdCastExpr {
                 input,
                 target: Arc::clone(&self.target),
             })),
-            _ => exec_err!("field_id_cast takes exactly one child"),
+            _ => internal_err!("field_id_cast takes exactly one child"),
         }
     }
 

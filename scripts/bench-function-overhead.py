@@ -177,7 +177,7 @@ def main():
     )
     args = parser.parse_args()
     queries = QUERY_SETS[args.queries]
-    if args.queries != "functions" and not args.warehouse:
+    if args.queries in ("arithmetic", "copies") and not args.warehouse:
         parser.error(f"--queries {args.queries} needs --warehouse (scripts/bench-vs-duckdb.py's)")
     results = {label: {name: [] for name, _ in queries} for label in ("baseline", "binary")}
     with tempfile.TemporaryDirectory() as data_dir:

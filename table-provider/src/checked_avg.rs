@@ -302,6 +302,20 @@ struct CheckedAvgGroups {
 }
 
 impl CheckedAvgGroups {
+    /// Room for `total_num_groups` groups.
+    fn grow(&mut self, total_num_groups: usize) {
+        self.sums.resize(total_num_groups, 0);
+        self.counts.resize(total_num_groups, 0);
+    }
+
+    /// Adds `value` to `sum`, or raises `overflowed` and leaves `sum` as it was.
+    fn add(sum: &mut i128, value: i128, overflowed: &mut bool) {
+        match sum.checked_add(value) {
+            Some(total) => *sum = total,
+            None => *overflowed = true,
+        }
+    }
+
     fn check(&self) -> Result<()> {
         match self.overflowed {
             true => Err(self.averaging.overflow()),
@@ -322,8 +336,7 @@ impl GroupsAccumulator for CheckedAvgGroups {
             return Ok(());
         };
         let values: &Decimal128Array = values.as_primitive();
-        self.sums.resize(total_num_groups, 0);
-        self.counts.resize(total_num_groups, 0);
+        self.grow(total_num_groups);
         let Self {
             sums,
             counts,
@@ -337,10 +350,7 @@ impl GroupsAccumulator for CheckedAvgGroups {
             opt_filter,
             total_num_groups,
             |group, value| {
-                match sums[group].checked_add(value) {
-                    Some(sum) => sums[group] = sum,
-                    None => *overflowed = true,
-                }
+                Self::add(&mut sums[group], value, overflowed);
                 counts[group] += 1;
             },
         );
@@ -390,8 +400,7 @@ impl GroupsAccumulator for CheckedAvgGroups {
         let [partial_counts, partial_sums, ..] = values else {
             return Ok(());
         };
-        self.sums.resize(total_num_groups, 0);
-        self.counts.resize(total_num_groups, 0);
+        self.grow(total_num_groups);
         let Self {
             sums,
             counts,
@@ -411,10 +420,7 @@ impl GroupsAccumulator for CheckedAvgGroups {
             partial_sums.as_primitive::<Decimal128Type>(),
             opt_filter,
             total_num_groups,
-            |group, partial| match sums[group].checked_add(partial) {
-                Some(sum) => sums[group] = sum,
-                None => *overflowed = true,
-            },
+            |group, partial| Self::add(&mut sums[group], partial, overflowed),
         );
         self.check()
     }

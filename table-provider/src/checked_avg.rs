@@ -2,9 +2,9 @@
 //!
 //! DataFusion 53's `avg` of `Decimal128` values keeps its running sum in an i128 and adds with
 //! wrapping arithmetic (per batch with Arrow's unchecked `sum`, then across batches, partial
-//! sums and groups): `avg(x)` of two `DECIMAL(38,0)` values of 99…9 answered
-//! -70141183460469231731687303715884105729 where the average is 99…9. Only the division at the
-//! end was checked. [`CheckedAvg`] wraps the built-in `avg` and, for `Decimal128` arguments,
+//! sums and groups): `avg(x)` of four `DECIMAL(38,0)` values of 2^126 answered 0 (their sum,
+//! 2^128, wraps to 0). Only the division at the end was checked, so a sum that wrapped to a
+//! large value failed there by luck. [`CheckedAvg`] wraps the built-in `avg` and, for `Decimal128` arguments,
 //! gives it accumulators (grouped, ungrouped, over sliding window frames, and `DISTINCT`) whose
 //! sums are checked: a sum leaving i128's range, or an average outside its result type, fails
 //! the query with `ArrowError::ArithmeticOverflow` naming the type. The states exchanged between
@@ -81,10 +81,11 @@ impl Averaging {
         DataFusionError::ArrowError(Box::new(ArrowError::ArithmeticOverflow(message)), None)
     }
 
-    /// The checked sum of a batch of arguments or of partial sums (`None` when all are null).
+    /// The checked sum of a batch of arguments (`None` when all are null).
     fn batch_sum(self, values: &ArrayRef) -> Result<Option<i128>> {
-        // Partial sums may be over the argument's precision: only Arrow's checked sum is exact
-        // for them, so the fast path is for arguments only (their type is the sums' type).
+        // Arguments have the sums' type: the checked sum's fast path, which bounds a batch by
+        // its precision. Values of another type (none are expected), and the partial sums that
+        // `merge_batch` adds (they may be over the precision), take Arrow's checked sum.
         let total = match values.data_type() {
             DataType::Decimal128(precision, scale)
                 if *precision == self.sum_precision && *scale == self.sum_scale =>
@@ -291,7 +292,7 @@ impl Accumulator for CheckedDistinctAvg {
 }
 
 /// Grouped decimal averages: a sum and a count per group, the sums added with checks. An
-/// overflow raises a flag, read when the averages or the partial states are emitted.
+/// overflow raises a flag, read after each batch and before anything is emitted.
 #[derive(Debug)]
 struct CheckedAvgGroups {
     averaging: Averaging,

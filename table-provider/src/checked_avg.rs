@@ -13,10 +13,8 @@
 
 use std::sync::Arc;
 
-use crate::checked_sum::Total;
-use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Decimal128Array, PrimitiveArray, UInt64Array,
-};
+use crate::checked_sum::{RunningTotal, Total};
+use arrow::array::{ArrayRef, AsArray, BooleanArray, Decimal128Array, PrimitiveArray, UInt64Array};
 use arrow::datatypes::{DataType, Decimal128Type, UInt64Type};
 use arrow::error::ArrowError;
 use datafusion::common::{DataFusionError, Result, ScalarValue};
@@ -81,26 +79,14 @@ impl Averaging {
         DataFusionError::ArrowError(Box::new(ArrowError::ArithmeticOverflow(message)), None)
     }
 
-    /// The checked sum of a batch of arguments (`None` when all are null).
-    fn batch_sum(self, values: &ArrayRef) -> Result<Option<i128>> {
-        // Arguments have the sums' type: the checked sum's fast path, which bounds a batch by
-        // its precision. Values of another type (none are expected), and the partial sums that
-        // `merge_batch` adds (they may be over the precision), take Arrow's checked sum.
-        let total = match values.data_type() {
-            DataType::Decimal128(precision, scale)
-                if *precision == self.sum_precision && *scale == self.sum_scale =>
-            {
-                Total::Decimal128 {
-                    precision: *precision,
-                    scale: *scale,
-                }
-                .batch_sum(values)
-            }
-            _ => Ok(arrow::compute::sum_checked(
-                values.as_primitive::<Decimal128Type>(),
-            )?),
-        };
-        total.map_err(|_| self.overflow())
+    /// The sums' type as a checked total, which sums batches of arguments. (Its fast path
+    /// bounds a batch by the precision, which partial sums may be over: `merge_batch` adds them
+    /// with Arrow's checked sum.)
+    fn total(self) -> Total {
+        Total::Decimal128 {
+            precision: self.sum_precision,
+            scale: self.sum_scale,
+        }
     }
 
     fn add(self, sum: i128, batch: Option<i128>) -> Result<i128> {
@@ -153,16 +139,11 @@ impl AggregateUDFImpl for CheckedAvg {
                 averaging,
             })),
             Some(averaging) => Ok(Box::new(CheckedAvgAccumulator {
-                sum: 0,
-                count: 0,
+                total: RunningTotal::default(),
                 averaging,
             })),
             None => self.inner.accumulator(args),
         }
-    }
-
-    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
-        self.inner.groups_accumulator_supported(args)
     }
 
     fn create_groups_accumulator(
@@ -189,37 +170,32 @@ impl AggregateUDFImpl for CheckedAvg {
 /// The running sum and count of one group (or window frame), summed with overflow checks.
 #[derive(Debug)]
 struct CheckedAvgAccumulator {
-    sum: i128,
-    /// Non-null values: none makes the average NULL.
-    count: u64,
+    total: RunningTotal,
     averaging: Averaging,
 }
 
-fn non_null(values: &ArrayRef) -> u64 {
-    (values.len() - values.null_count()) as u64
+impl CheckedAvgAccumulator {
+    /// Adds the arguments entering, or takes away those `leaving` (a sliding frame).
+    fn shift(&mut self, values: &[ArrayRef], leaving: bool) -> Result<()> {
+        let Some(values) = values.first() else {
+            return Ok(());
+        };
+        let averaging = self.averaging;
+        // (A batch whose own sum overflows fails in Arrow's checked sum, with Arrow's words:
+        // the average's error says what to do.)
+        self.total
+            .shift(averaging.total(), values, leaving, || averaging.overflow())
+            .map_err(|_| averaging.overflow())
+    }
 }
 
 impl Accumulator for CheckedAvgAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        if let Some(values) = values.first() {
-            self.sum = self
-                .averaging
-                .add(self.sum, self.averaging.batch_sum(values)?)?;
-            self.count += non_null(values);
-        }
-        Ok(())
+        self.shift(values, false)
     }
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
-        if let Some(values) = values.first() {
-            let batch = self.averaging.batch_sum(values)?.unwrap_or(0);
-            self.sum = self
-                .sum
-                .checked_sub(batch)
-                .ok_or_else(|| self.averaging.overflow())?;
-            self.count = self.count.saturating_sub(non_null(values));
-        }
-        Ok(())
+        self.shift(values, true)
     }
 
     fn supports_retract_batch(&self) -> bool {
@@ -227,7 +203,7 @@ impl Accumulator for CheckedAvgAccumulator {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        self.averaging.value(self.sum, self.count)
+        self.averaging.value(self.total.sum, self.total.count)
     }
 
     fn size(&self) -> usize {
@@ -236,10 +212,14 @@ impl Accumulator for CheckedAvgAccumulator {
 
     /// The count and the sum, as the built-in's state is.
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
-        let sum = (self.count > 0).then_some(self.sum);
+        let RunningTotal { sum, count } = self.total;
         Ok(vec![
-            ScalarValue::UInt64(Some(self.count)),
-            ScalarValue::Decimal128(sum, self.averaging.sum_precision, self.averaging.sum_scale),
+            ScalarValue::UInt64(Some(count)),
+            ScalarValue::Decimal128(
+                (count > 0).then_some(sum),
+                self.averaging.sum_precision,
+                self.averaging.sum_scale,
+            ),
         ])
     }
 
@@ -248,11 +228,11 @@ impl Accumulator for CheckedAvgAccumulator {
             return Ok(());
         };
         if let Some(count) = arrow::compute::sum(counts.as_primitive::<UInt64Type>()) {
-            self.count += count;
+            self.total.count += count;
         }
         let partial = arrow::compute::sum_checked(sums.as_primitive::<Decimal128Type>())
             .map_err(|_| self.averaging.overflow())?;
-        self.sum = self.averaging.add(self.sum, partial)?;
+        self.total.sum = self.averaging.add(self.total.sum, partial)?;
         Ok(())
     }
 }

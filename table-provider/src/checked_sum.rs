@@ -205,10 +205,6 @@ impl AggregateUDFImpl for CheckedSum {
         }
     }
 
-    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
-        self.inner.groups_accumulator_supported(args)
-    }
-
     fn create_groups_accumulator(
         &self,
         args: AccumulatorArgs,
@@ -247,8 +243,7 @@ impl AggregateUDFImpl for CheckedSum {
     fn create_sliding_accumulator(&self, args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
         if let Some(kind) = Total::of(&args) {
             return Ok(Box::new(CheckedSlidingSum {
-                sum: 0,
-                count: 0,
+                total: RunningTotal::default(),
                 kind,
             }));
         }
@@ -297,46 +292,61 @@ impl Accumulator for CheckedSumAccumulator {
     }
 }
 
-/// The total of a sliding window frame: values enter and leave it, and the total is checked
-/// when it is read (so a frame passing through an overflow that its later rows undo is exact).
-#[derive(Debug)]
-struct CheckedSlidingSum {
-    sum: i128,
-    /// Non-null values in the frame: none makes the total NULL, as SQL's `sum` is.
-    count: u64,
-    kind: Total,
+/// A total of values that enter and leave it (a sliding window frame, an average's running
+/// sum), exact in an i128, and how many non-null values it holds.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct RunningTotal {
+    pub(crate) sum: i128,
+    /// Non-null values in the total: none makes a `sum` or an `avg` NULL.
+    pub(crate) count: u64,
 }
 
-impl CheckedSlidingSum {
-    /// Adds the values entering the frame, or takes away those `leaving` it.
-    fn shift(&mut self, values: &ArrayRef, leaving: bool) -> Result<()> {
-        let batch = self.kind.batch_sum(values)?.unwrap_or(0);
+impl RunningTotal {
+    /// Adds `values` (of `kind`), or takes them away when they are `leaving`; `overflow` is the
+    /// error when the total would leave i128's range.
+    pub(crate) fn shift(
+        &mut self,
+        kind: Total,
+        values: &ArrayRef,
+        leaving: bool,
+        overflow: impl FnOnce() -> DataFusionError,
+    ) -> Result<()> {
+        let batch = kind.batch_sum(values)?.unwrap_or(0);
+        let non_null = (values.len() - values.null_count()) as u64;
         let sum = match leaving {
             false => self.sum.checked_add(batch),
             true => self.sum.checked_sub(batch),
         };
-        self.sum = sum.ok_or_else(|| self.kind.overflow())?;
+        self.sum = sum.ok_or_else(overflow)?;
+        self.count = match leaving {
+            false => self.count + non_null,
+            true => self.count.saturating_sub(non_null),
+        };
         Ok(())
     }
+}
 
-    fn non_null(values: &ArrayRef) -> u64 {
-        (values.len() - values.null_count()) as u64
-    }
+/// The total of a sliding window frame: values enter and leave it, and the total is checked
+/// when it is read (so a frame passing through an overflow that its later rows undo is exact).
+#[derive(Debug)]
+struct CheckedSlidingSum {
+    total: RunningTotal,
+    kind: Total,
 }
 
 impl Accumulator for CheckedSlidingSum {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         if let Some(values) = values.first() {
-            self.shift(values, false)?;
-            self.count += Self::non_null(values);
+            let kind = self.kind;
+            self.total.shift(kind, values, false, || kind.overflow())?;
         }
         Ok(())
     }
 
     fn retract_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
         if let Some(values) = values.first() {
-            self.shift(values, true)?;
-            self.count = self.count.saturating_sub(Self::non_null(values));
+            let kind = self.kind;
+            self.total.shift(kind, values, true, || kind.overflow())?;
         }
         Ok(())
     }
@@ -346,7 +356,8 @@ impl Accumulator for CheckedSlidingSum {
     }
 
     fn evaluate(&mut self) -> Result<ScalarValue> {
-        self.kind.value((self.count > 0).then_some(self.sum))
+        let total = self.total;
+        self.kind.value((total.count > 0).then_some(total.sum))
     }
 
     fn size(&self) -> usize {
@@ -357,7 +368,7 @@ impl Accumulator for CheckedSlidingSum {
     fn state(&mut self) -> Result<Vec<ScalarValue>> {
         Ok(vec![
             self.evaluate()?,
-            ScalarValue::UInt64(Some(self.count)),
+            ScalarValue::UInt64(Some(self.total.count)),
         ])
     }
 
@@ -365,9 +376,14 @@ impl Accumulator for CheckedSlidingSum {
         let [totals, counts, ..] = states else {
             return self.update_batch(states);
         };
-        self.shift(totals, false)?;
+        let partial = self.kind.batch_sum(totals)?.unwrap_or(0);
+        self.total.sum = self
+            .total
+            .sum
+            .checked_add(partial)
+            .ok_or_else(|| self.kind.overflow())?;
         if let Some(count) = arrow::compute::sum(counts.as_primitive::<UInt64Type>()) {
-            self.count += count;
+            self.total.count += count;
         }
         Ok(())
     }

@@ -98,10 +98,6 @@ impl AggregateUDFImpl for FloatTotalOrder {
         self.inner.accumulator(acc_args)
     }
 
-    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
-        self.inner.groups_accumulator_supported(args)
-    }
-
     fn create_groups_accumulator(
         &self,
         args: AccumulatorArgs,

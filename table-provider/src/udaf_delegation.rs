@@ -8,7 +8,7 @@
 
 /// Inside an `impl AggregateUDFImpl` of a wrapper with field `inner: Arc<AggregateUDF>`: the
 /// methods every such wrapper passes to the built-in (name, types, display, state fields,
-/// coercion, defaults, documentation, ordering properties).
+/// coercion, defaults, documentation, ordering properties, grouped-accumulator support).
 macro_rules! delegate_aggregate_udf {
     () => {
         fn as_any(&self) -> &dyn std::any::Any {
@@ -75,6 +75,15 @@ macro_rules! delegate_aggregate_udf {
 
         fn order_sensitivity(&self) -> datafusion::logical_expr::utils::AggregateOrderSensitivity {
             self.inner.inner().order_sensitivity()
+        }
+
+        // Whether the grouped accumulator is used: the built-in's choice (a wrapper changes
+        // what its accumulators do, not which one runs).
+        fn groups_accumulator_supported(
+            &self,
+            args: datafusion::logical_expr::function::AccumulatorArgs,
+        ) -> bool {
+            self.inner.groups_accumulator_supported(args)
         }
 
         fn coerce_types(

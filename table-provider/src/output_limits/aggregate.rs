@@ -135,10 +135,6 @@ impl AggregateUDFImpl for BoundedAggregate {
     }
 
     // A grouped accumulator makes each group's value once (its state is in the pool).
-    fn groups_accumulator_supported(&self, args: AccumulatorArgs) -> bool {
-        self.inner.groups_accumulator_supported(args)
-    }
-
     fn create_groups_accumulator(
         &self,
         args: AccumulatorArgs,
